@@ -1,0 +1,68 @@
+# Finds optional and required dependencies and exposes them as imported targets.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+# --- UCX (data plane between processes/nodes) ---
+set(RETORT_HAVE_UCX OFF)
+if(RETORT_WITH_UCX)
+  pkg_check_modules(UCX IMPORTED_TARGET ucx)
+  if(UCX_FOUND)
+    set(RETORT_HAVE_UCX ON)
+  endif()
+endif()
+
+# --- CUDA + NCCL (intra-node GPUs) ---
+set(RETORT_HAVE_CUDA OFF)
+set(RETORT_HAVE_NCCL OFF)
+if(RETORT_WITH_CUDA)
+  if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(RETORT_HAVE_CUDA ON)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      set(RETORT_HAVE_NCCL ON)
+      add_library(retort::nccl UNKNOWN IMPORTED)
+      set_target_properties(retort::nccl PROPERTIES
+        IMPORTED_LOCATION ${NCCL_LIBRARY}
+        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    endif()
+  endif()
+endif()
+
+# --- LibTorch (trainer) ---
+set(RETORT_HAVE_TORCH OFF)
+if(RETORT_BUILD_TRAINER)
+  find_package(Torch QUIET)
+  if(Torch_FOUND OR TORCH_FOUND)
+    set(RETORT_HAVE_TORCH ON)
+  endif()
+endif()
+
+# --- gRPC / protobuf (control plane) ---
+if(RETORT_BUILD_COORDINATOR)
+  find_package(Protobuf REQUIRED)
+  find_package(gRPC CONFIG QUIET)
+  if(NOT gRPC_FOUND)
+    pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
+    add_library(gRPC::grpc++ ALIAS PkgConfig::GRPCPP)
+    find_library(GRPCPP_REFLECTION_LIB grpc++_reflection REQUIRED)
+    add_library(gRPC::grpc++_reflection UNKNOWN IMPORTED)
+    set_target_properties(gRPC::grpc++_reflection PROPERTIES IMPORTED_LOCATION ${GRPCPP_REFLECTION_LIB})
+  endif()
+  find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+  find_package(nlohmann_json REQUIRED)
+  find_package(yaml-cpp REQUIRED)
+endif()
+
+if(RETORT_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+
+set(RETORT_WITH_UCX_FOUND ${RETORT_HAVE_UCX})
+set(RETORT_WITH_CUDA_FOUND ${RETORT_HAVE_CUDA})
+set(RETORT_WITH_NCCL_FOUND ${RETORT_HAVE_NCCL})
+set(RETORT_WITH_TORCH_FOUND ${RETORT_HAVE_TORCH})
