@@ -1,0 +1,466 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "coordinator/planner.h"
+
+namespace retort::coordinator {
+namespace {
+
+constexpr size_t kMaxNodeName = 253;
+constexpr size_t kMaxShortField = 256;
+constexpr int kMaxLocalRank = 4096;
+constexpr int kMaxDevices = 64;
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ValidNodeName(const std::string& s) {
+  if (s.empty() || s.size() > kMaxNodeName) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) return false;
+  return true;
+}
+
+Status ValidateIdentity(const v1::MemberIdentity& id) {
+  if (!ValidNodeName(id.node()))
+    return InvalidArgumentError("identity.node: must be 1-253 characters of [A-Za-z0-9._-], got '" +
+                                id.node().substr(0, 64) + "'");
+  if (id.local_rank() < 0 || id.local_rank() >= kMaxLocalRank)
+    return InvalidArgumentError("identity.local_rank: must be in [0, 4096), got " + std::to_string(id.local_rank()));
+  if (id.devices_size() > kMaxDevices) return InvalidArgumentError("identity.devices: at most 64 devices");
+  for (const auto& d : id.devices())
+    if (d.kind().size() > 32 || d.name().size() > kMaxShortField || d.index() < 0)
+      return InvalidArgumentError("identity.devices: malformed device entry");
+  if (id.data_address().size() > kMaxShortField)
+    return InvalidArgumentError("identity.data_address: longer than 256 characters");
+  if (id.incarnation().empty() || id.incarnation().size() > 64)
+    return InvalidArgumentError("identity.incarnation: must be 1-64 characters");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* JobStateName(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_STATE_WAITING: return "waiting";
+    case v1::JOB_STATE_RUNNING: return "running";
+    case v1::JOB_STATE_PAUSED: return "paused";
+    case v1::JOB_STATE_STOPPING: return "stopping";
+    case v1::JOB_STATE_STOPPED: return "stopped";
+    case v1::JOB_STATE_COMPLETED: return "completed";
+    case v1::JOB_STATE_FAILED: return "failed";
+    default: return "unspecified";
+  }
+}
+
+StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options,
+                                                           std::optional<v1::JobSpec> job,
+                                                           const Clock* clock) {
+  if (options.state_dir.empty()) return InvalidArgumentError("--state-dir is required");
+  if (options.heartbeat_interval_ms <= 0 || options.eviction_timeout_ms <= options.heartbeat_interval_ms)
+    return InvalidArgumentError("eviction timeout must be longer than the heartbeat interval");
+  if (options.settle_ms < 0 || options.tick_ms <= 0) return InvalidArgumentError("settle/tick must be >= 0");
+  if (options.checkpoint_dir.empty()) options.checkpoint_dir = options.state_dir + "/checkpoints";
+  StateStore store(options.state_dir);
+  auto loaded = store.Load();
+  v1::CoordinatorState state;
+  if (loaded.ok()) {
+    state = std::move(loaded).value();
+    if (job.has_value() && job->name() != state.job().name())
+      return FailedPreconditionError("state dir " + options.state_dir + " holds job '" + state.job().name() +
+                                     "', not '" + job->name() + "'; use another --state-dir");
+    LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
+                            << ": last generation " << state.generation() << ", state "
+                            << JobStateName(state.state());
+  } else if (loaded.status().code() == StatusCode::kNotFound) {
+    if (!job.has_value())
+      return InvalidArgumentError("no state in " + options.state_dir + " and no --job given: nothing to run");
+    *state.mutable_job() = *job;
+    state.set_min_workers(job->elastic().min_workers());
+    state.set_max_workers(job->elastic().max_workers());
+    state.set_state(v1::JOB_STATE_WAITING);
+    state.set_next_checkpoint_id(1);
+  } else {
+    return loaded.status();
+  }
+  if (options.min_workers > 0) state.set_min_workers(options.min_workers);
+  if (options.max_workers > 0) state.set_max_workers(options.max_workers);
+  if (state.max_workers() < state.min_workers())
+    return InvalidArgumentError("max workers (" + std::to_string(state.max_workers()) + ") < min workers (" +
+                                std::to_string(state.min_workers()) + ")");
+  state.set_boot_count(state.boot_count() + 1);
+  RETORT_RETURN_IF_ERROR(MakeDirectories(options.checkpoint_dir));
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(state), clock));
+  {
+    std::lock_guard<std::mutex> lock(c->mu_);
+    RETORT_RETURN_IF_ERROR(c->PersistLocked());
+    c->UpdateFinishedLocked();
+  }
+  return c;
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state, const Clock* clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      store_(options_.state_dir),
+      started_(clock->Now()),
+      state_(std::move(state)) {}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+void Coordinator::Start() {
+  ticker_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(thread_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      Tick();
+      lock.lock();
+      thread_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms), [this] { return stopping_; });
+    }
+  });
+}
+
+void Coordinator::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    stopping_ = true;
+  }
+  thread_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+Status Coordinator::PersistLocked() { return store_.Save(state_); }
+
+void Coordinator::EmitLocked(const std::string& kind, const std::string& message, const std::string& member_id) {
+  v1::Event e;
+  e.set_unix_ms(UnixMs());
+  e.set_kind(kind);
+  e.set_message(message);
+  e.set_generation(state_.generation());
+  e.set_member_id(member_id);
+  e.set_state(state_.state());
+  LOG_INFO("coordinator") << kind << ": " << message;
+  std::lock_guard<std::mutex> lock(subs_mu_);
+  for (auto* l : event_listeners_) l->OnEvent(e);
+}
+
+void Coordinator::SetStateLocked(v1::JobState s, const std::string& why) {
+  if (state_.state() == s) return;
+  state_.set_state(s);
+  Status st = PersistLocked();
+  if (!st.ok()) LOG_ERROR("coordinator") << "persisting state: " << st;
+  EmitLocked("state", std::string("job is ") + JobStateName(s) + (why.empty() ? "" : " (" + why + ")"));
+  UpdateFinishedLocked();
+}
+
+void Coordinator::UpdateFinishedLocked() {
+  bool terminal = state_.state() == v1::JOB_STATE_STOPPED || state_.state() == v1::JOB_STATE_COMPLETED ||
+                  state_.state() == v1::JOB_STATE_FAILED;
+  if (terminal && members_.empty() && !finished_) {
+    finished_ = true;
+    finished_cv_.notify_all();
+  }
+}
+
+bool Coordinator::Finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+bool Coordinator::WaitFinished(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return finished_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return finished_; });
+}
+
+void Coordinator::MarkMembershipChangedLocked() {
+  membership_dirty_ = true;
+  membership_changed_at_ = clock_->Now();
+}
+
+void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& kind, const std::string& why) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  std::string desc = id + " (" + it->second.identity.node() + "/" + std::to_string(it->second.identity.local_rank()) + ")";
+  members_.erase(it);
+  MarkMembershipChangedLocked();
+  EmitLocked(kind, desc + ": " + why, id);
+  if (pending_checkpoint_) AbortPendingCheckpointLocked("member " + id + " left");
+  if (members_.empty()) {
+    if (state_.state() == v1::JOB_STATE_STOPPING) SetStateLocked(v1::JOB_STATE_STOPPED, "all members left");
+    UpdateFinishedLocked();
+  }
+}
+
+void Coordinator::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = clock_->Now();
+  auto timeout = std::chrono::milliseconds(options_.eviction_timeout_ms);
+  std::vector<std::string> expired;
+  for (const auto& [id, m] : members_)
+    if (now - m.last_heartbeat > timeout) expired.push_back(id);
+  for (const auto& id : expired)
+    RemoveMemberLocked(id, "member_evicted",
+                       "no heartbeat for " + std::to_string(options_.eviction_timeout_ms) + " ms");
+  if (!membership_dirty_) return;
+  bool settled = now - membership_changed_at_ >= std::chrono::milliseconds(options_.settle_ms);
+  bool full = static_cast<int>(members_.size()) >= state_.max_workers();
+  if (settled || full) FormGenerationLocked();
+}
+
+void Coordinator::FormGenerationLocked() {
+  auto gen = std::make_shared<v1::Generation>();
+  std::vector<v1::Member> members;
+  members.reserve(members_.size());
+  for (const auto& [id, m] : members_) {
+    v1::Member member;
+    member.set_member_id(id);
+    *member.mutable_identity() = m.identity;
+    members.push_back(std::move(member));
+  }
+  std::vector<v1::NodeGroup> nodes;
+  AssignRanks(&members, &nodes);
+  const int world = static_cast<int>(members.size());
+  v1::JobState job_state = state_.state();
+  if (job_state == v1::JOB_STATE_WAITING || job_state == v1::JOB_STATE_RUNNING)
+    job_state = world >= state_.min_workers() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING;
+
+  uint64_t number = state_.generation() + 1;
+  v1::CoordinatorState next = state_;
+  next.set_generation(number);
+  next.set_state(job_state);
+  Status st = store_.Save(next);
+  if (!st.ok()) {
+    // Publishing a generation we could not persist would break monotonicity after a restart.
+    LOG_ERROR("coordinator") << "cannot persist generation " << number << ", will retry: " << st;
+    return;
+  }
+  bool state_changed = job_state != state_.state();
+  state_ = std::move(next);
+  membership_dirty_ = false;
+
+  gen->set_number(number);
+  for (auto& m : members) {
+    members_[m.member_id()].rank = m.rank();
+    *gen->add_members() = std::move(m);
+  }
+  for (auto& n : nodes) *gen->add_nodes() = std::move(n);
+  if (world > 0) *gen->mutable_plan() = ComputeShardingPlan(state_.parameter_count(), world, options_.shard_alignment);
+  gen->set_state(job_state);
+  gen->set_checkpoint_id(state_.last_checkpoint_id());
+  gen->set_checkpoint_step(state_.last_checkpoint_step());
+  generation_ = gen;
+  kv_.clear();
+  kv_bytes_ = 0;
+  if (pending_checkpoint_) AbortPendingCheckpointLocked("new generation");
+
+  EmitLocked("generation", "generation " + std::to_string(number) + " formed with " + std::to_string(world) +
+                               " member(s) on " + std::to_string(gen->nodes_size()) + " node(s)");
+  if (state_changed) EmitLocked("state", std::string("job is ") + JobStateName(job_state));
+  {
+    std::lock_guard<std::mutex> sl(subs_mu_);
+    for (auto* l : generation_listeners_) l->OnGeneration(gen);
+  }
+  UpdateFinishedLocked();
+}
+
+Status Coordinator::CheckMemberLocked(const std::string& member_id) const {
+  if (member_id.empty()) return InvalidArgumentError("member_id is empty");
+  if (members_.count(member_id) == 0)
+    return NotFoundError("unknown member '" + member_id.substr(0, 64) + "' (evicted, left, or from before a coordinator restart); join again");
+  return Status::Ok();
+}
+
+Status Coordinator::CheckGenerationLocked(uint64_t generation, const char* what) const {
+  uint64_t current = generation_ ? generation_->number() : 0;
+  if (generation != current)
+    return AbortedError(std::string(what) + ": generation " + std::to_string(generation) +
+                        (generation < current ? " is stale" : " is unknown") + "; current is " + std::to_string(current));
+  return Status::Ok();
+}
+
+StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
+  RETORT_RETURN_IF_ERROR(ValidateIdentity(req.identity()));
+  if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto s = state_.state();
+  if (s == v1::JOB_STATE_STOPPING || s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED ||
+      s == v1::JOB_STATE_FAILED)
+    return FailedPreconditionError(std::string("job is ") + JobStateName(s) + "; not accepting members");
+  if (req.parameter_count() > 0 && state_.parameter_count() > 0 && req.parameter_count() != state_.parameter_count())
+    return FailedPreconditionError("parameter_count " + std::to_string(req.parameter_count()) +
+                                   " does not match the job's " + std::to_string(state_.parameter_count()) +
+                                   " (different student model?)");
+  // Same (node, local_rank): a duplicate join (same incarnation) or a restarted process.
+  std::string replaced;
+  for (const auto& [id, m] : members_) {
+    if (m.identity.node() == req.identity().node() && m.identity.local_rank() == req.identity().local_rank()) {
+      if (m.identity.incarnation() == req.identity().incarnation())
+        return AlreadyExistsError("duplicate join: " + req.identity().node() + "/" +
+                                  std::to_string(req.identity().local_rank()) + " is already member " + id);
+      replaced = id;
+    }
+  }
+  if (!replaced.empty()) RemoveMemberLocked(replaced, "member_replaced", "a new incarnation joined");
+  if (static_cast<int>(members_.size()) >= state_.max_workers())
+    return ResourceExhaustedError("job is at max_workers=" + std::to_string(state_.max_workers()) + "; retry later");
+  if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
+    state_.set_parameter_count(req.parameter_count());
+    Status st = PersistLocked();
+    if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
+  }
+  MemberRecord rec;
+  rec.id = "w" + std::to_string(state_.boot_count()) + "-" + std::to_string(next_member_serial_++);
+  rec.identity = req.identity();
+  rec.parameter_count = req.parameter_count();
+  rec.last_heartbeat = clock_->Now();
+  std::string id = rec.id;
+  members_.emplace(id, std::move(rec));
+  MarkMembershipChangedLocked();
+  EmitLocked("member_joined",
+             id + " (" + req.identity().node() + "/" + std::to_string(req.identity().local_rank()) + ")", id);
+
+  v1::JoinResponse resp;
+  resp.set_member_id(id);
+  *resp.mutable_job() = state_.job();
+  resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  resp.set_eviction_timeout_ms(options_.eviction_timeout_ms);
+  resp.set_current_generation(state_.generation());
+  return resp;
+}
+
+StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
+  auto& m = members_[req.member_id()];
+  m.last_heartbeat = clock_->Now();
+  if (req.step() >= 0) m.step = req.step();
+  if (req.epoch() >= 0) m.epoch = req.epoch();
+  if (req.has_metrics()) m.metrics = req.metrics();
+  v1::HeartbeatResponse resp;
+  resp.set_current_generation(generation_ ? generation_->number() : 0);
+  resp.set_state(state_.state());
+  auto* d = resp.mutable_directives();
+  d->set_paused(state_.state() == v1::JOB_STATE_PAUSED || state_.state() == v1::JOB_STATE_WAITING);
+  if (m.draining || state_.state() == v1::JOB_STATE_STOPPING) {
+    d->set_leave(true);
+    d->set_leave_reason(m.draining ? m.leave_reason : "job stopping");
+  }
+  if (pending_checkpoint_) {
+    d->set_checkpoint_id(pending_checkpoint_->id);
+    d->set_checkpoint_step(pending_checkpoint_->step);
+  }
+  return resp;
+}
+
+Status Coordinator::Leave(const v1::LeaveRequest& req) {
+  if (req.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
+  if (req.reason() == "completed" && (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_STOPPING)) {
+    // The first member that finishes the job moves it to completed; the rest follow.
+    state_.set_state(v1::JOB_STATE_COMPLETED);
+    Status st = PersistLocked();
+    if (!st.ok()) LOG_ERROR("coordinator") << "persisting state: " << st;
+    EmitLocked("state", "job is completed");
+  }
+  RemoveMemberLocked(req.member_id(), "member_left", req.reason().empty() ? "left" : req.reason());
+  UpdateFinishedLocked();
+  return Status::Ok();
+}
+
+StatusOr<v1::PeerFailureResponse> Coordinator::ReportPeerFailure(const v1::PeerFailureReport& r) {
+  if (r.detail().size() > 4096) return InvalidArgumentError("detail: longer than 4096 characters");
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "peer failure report"));
+  if (r.failed_member_id() == r.member_id()) return InvalidArgumentError("a member cannot report itself failed");
+  v1::PeerFailureResponse resp;
+  std::string target = r.failed_member_id();
+  if (target.empty()) {
+    for (const auto& m : generation_->members())
+      if (m.rank() == r.failed_rank()) target = m.member_id();
+    if (target.empty()) return InvalidArgumentError("failed_rank " + std::to_string(r.failed_rank()) + " is not in generation");
+  }
+  if (members_.count(target) == 0) return resp;  // already gone
+  RemoveMemberLocked(target, "member_evicted", "reported failed by " + r.member_id() + ": " + r.detail());
+  resp.set_evicted(true);
+  return resp;
+}
+
+Status Coordinator::KvPut(const v1::KvPutRequest& r) {
+  if (r.key().empty() || r.key().size() > 256) return InvalidArgumentError("key: must be 1-256 bytes");
+  if (r.value().size() > options_.max_kv_value_bytes)
+    return InvalidArgumentError("value: " + std::to_string(r.value().size()) + " bytes exceeds the limit of " +
+                                std::to_string(options_.max_kv_value_bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "kv put"));
+  auto it = kv_.find(r.key());
+  if (it == kv_.end() && kv_.size() >= options_.max_kv_keys_per_generation)
+    return ResourceExhaustedError("too many keys in generation " + std::to_string(r.generation()));
+  if (it != kv_.end()) {
+    kv_bytes_ -= it->second.size();
+    it->second = r.value();
+  } else {
+    kv_.emplace(r.key(), r.value());
+  }
+  kv_bytes_ += r.value().size();
+  return Status::Ok();
+}
+
+StatusOr<v1::KvGetResponse> Coordinator::KvGet(const v1::KvGetRequest& r) {
+  if (r.key().empty() || r.key().size() > 256) return InvalidArgumentError("key: must be 1-256 bytes");
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "kv get"));
+  v1::KvGetResponse resp;
+  auto it = kv_.find(r.key());
+  if (it != kv_.end()) {
+    resp.set_found(true);
+    resp.set_value(it->second);
+  }
+  return resp;
+}
+
+void Coordinator::SubscribeGenerations(GenerationListener* l) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> sl(subs_mu_);
+  generation_listeners_.insert(l);
+  if (generation_) l->OnGeneration(generation_);
+}
+
+void Coordinator::UnsubscribeGenerations(GenerationListener* l) {
+  std::lock_guard<std::mutex> sl(subs_mu_);
+  generation_listeners_.erase(l);
+}
+
+void Coordinator::SubscribeEvents(EventListener* l) {
+  std::lock_guard<std::mutex> sl(subs_mu_);
+  event_listeners_.insert(l);
+}
+
+void Coordinator::UnsubscribeEvents(EventListener* l) {
+  std::lock_guard<std::mutex> sl(subs_mu_);
+  event_listeners_.erase(l);
+}
+
+std::shared_ptr<const v1::Generation> Coordinator::CurrentGeneration() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+int64_t Coordinator::MaxMemberStepLocked() const {
+  int64_t step = 0;
+  for (const auto& [id, m] : members_) step = std::max(step, m.step);
+  return step;
+}
+
+}  // namespace retort::coordinator

@@ -1,0 +1,178 @@
+// The coordinator's domain object: membership, generations, the sharding plan, the bootstrap
+// key-value exchange, coordinated checkpoints and the job state machine. gRPC services are thin
+// adapters over this class (worker_service.cc, control_service.cc); it has no gRPC types.
+//
+// Threading: every public method is thread-safe. State is guarded by mu_. Listener callbacks
+// (generations, events) are invoked with subs_mu_ held and must not block or call back into the
+// Coordinator; lock order is mu_ -> subs_mu_ -> listener's own lock. Time advances through
+// Tick(), called every tick_ms by the thread Start() creates (or by tests, with a FakeClock).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "coordinator/state_store.h"
+#include "retort/v1/retort.pb.h"
+
+namespace retort::coordinator {
+
+struct CoordinatorOptions {
+  std::string state_dir;
+  // Where checkpoint manifests are committed; default <state_dir>/checkpoints.
+  std::string checkpoint_dir;
+  int64_t heartbeat_interval_ms = 1000;
+  // A member silent for this long is evicted.
+  int64_t eviction_timeout_ms = 5000;
+  // A new generation forms once membership has been quiet this long (or max_workers reached).
+  int64_t settle_ms = 200;
+  int64_t tick_ms = 50;
+  // Override the job's elastic bounds when > 0.
+  int min_workers = 0;
+  int max_workers = 0;
+  int64_t shard_alignment = 64;
+  size_t max_kv_value_bytes = 1 << 20;
+  size_t max_kv_keys_per_generation = 65536;
+};
+
+// Receives each new generation. Called with subs_mu_ held: must not block.
+class GenerationListener {
+ public:
+  virtual ~GenerationListener() = default;
+  virtual void OnGeneration(std::shared_ptr<const v1::Generation> generation) = 0;
+};
+
+// Receives operator-facing events. Called with subs_mu_ held: must not block.
+class EventListener {
+ public:
+  virtual ~EventListener() = default;
+  virtual void OnEvent(const v1::Event& event) = 0;
+};
+
+class Coordinator {
+ public:
+  // Loads durable state from options.state_dir. `job` is required when no state exists; when
+  // state exists and `job` is given, they must agree on the job name.
+  static StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options,
+                                                       std::optional<v1::JobSpec> job,
+                                                       const Clock* clock);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Starts the tick thread. Shutdown() stops it (idempotent; also done by the destructor).
+  void Start();
+  void Shutdown();
+  // Evicts silent members and forms a generation when membership has settled.
+  void Tick();
+  // True once the job is stopped or completed and every member has left.
+  bool Finished() const;
+  // Blocks until Finished() or the deadline (steady clock ms); returns Finished().
+  bool WaitFinished(int64_t timeout_ms);
+
+  // --- worker-facing ---
+  StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
+  StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  Status Leave(const v1::LeaveRequest& request);
+  StatusOr<v1::PeerFailureResponse> ReportPeerFailure(const v1::PeerFailureReport& report);
+  Status KvPut(const v1::KvPutRequest& request);
+  StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request);
+  StatusOr<v1::BeginCheckpointResponse> BeginCheckpoint(const v1::BeginCheckpointRequest& request);
+  StatusOr<v1::AckCheckpointResponse> AckCheckpoint(const v1::AckCheckpointRequest& request);
+  StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& request);
+
+  // --- operator-facing ---
+  v1::StatusResponse GetStatus() const;
+  StatusOr<v1::ControlResponse> Pause();
+  StatusOr<v1::ControlResponse> Resume();
+  StatusOr<v1::CheckpointResponse> RequestCheckpoint();
+  StatusOr<v1::ControlResponse> Scale(const v1::ScaleRequest& request);
+  StatusOr<v1::ControlResponse> Drain(const v1::DrainRequest& request);
+  StatusOr<v1::ControlResponse> Stop(const v1::StopRequest& request);
+
+  // --- subscriptions --- The listener must stay alive until Unsubscribe returns.
+  // SubscribeGenerations delivers the current generation (if any) immediately.
+  void SubscribeGenerations(GenerationListener* listener);
+  void UnsubscribeGenerations(GenerationListener* listener);
+  void SubscribeEvents(EventListener* listener);
+  void UnsubscribeEvents(EventListener* listener);
+  std::shared_ptr<const v1::Generation> CurrentGeneration() const;
+
+  const CoordinatorOptions& options() const { return options_; }
+
+ private:
+  struct MemberRecord {
+    std::string id;
+    v1::MemberIdentity identity;
+    int64_t parameter_count = 0;
+    std::chrono::steady_clock::time_point last_heartbeat;
+    int64_t step = 0;
+    int64_t epoch = 0;
+    v1::StepMetrics metrics;
+    bool draining = false;
+    std::string leave_reason;
+    int32_t rank = -1;
+  };
+  struct PendingCheckpoint {
+    uint64_t id = 0;
+    int64_t step = 0;
+    uint64_t generation = 0;
+    std::map<std::string, std::vector<v1::CheckpointFile>> acks;  // member id -> files
+  };
+
+  Coordinator(CoordinatorOptions options, v1::CoordinatorState state, const Clock* clock);
+
+  // All *Locked helpers require mu_.
+  Status PersistLocked();
+  void MarkMembershipChangedLocked();
+  void RemoveMemberLocked(const std::string& id, const std::string& kind, const std::string& why);
+  void FormGenerationLocked();
+  void UpdateFinishedLocked();
+  void SetStateLocked(v1::JobState state, const std::string& why);
+  Status CheckMemberLocked(const std::string& member_id) const;
+  Status CheckGenerationLocked(uint64_t generation, const char* what) const;
+  void EmitLocked(const std::string& kind, const std::string& message, const std::string& member_id = "");
+  void AbortPendingCheckpointLocked(const std::string& why);
+  Status CommitCheckpointLocked();
+  int64_t MaxMemberStepLocked() const;
+
+  const CoordinatorOptions options_;
+  const Clock* const clock_;
+  StateStore store_;
+  const std::chrono::steady_clock::time_point started_;
+
+  mutable std::mutex mu_;
+  std::condition_variable finished_cv_;
+  v1::CoordinatorState state_;                                    // GUARDED_BY(mu_)
+  std::unordered_map<std::string, MemberRecord> members_;         // GUARDED_BY(mu_)
+  uint64_t next_member_serial_ = 1;                               // GUARDED_BY(mu_)
+  bool membership_dirty_ = false;                                 // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point membership_changed_at_;   // GUARDED_BY(mu_)
+  std::shared_ptr<const v1::Generation> generation_;              // GUARDED_BY(mu_)
+  std::map<std::string, std::string> kv_;                         // GUARDED_BY(mu_), current generation
+  size_t kv_bytes_ = 0;                                           // GUARDED_BY(mu_)
+  std::optional<PendingCheckpoint> pending_checkpoint_;           // GUARDED_BY(mu_)
+  bool finished_ = false;                                         // GUARDED_BY(mu_)
+
+  mutable std::mutex subs_mu_;
+  std::set<GenerationListener*> generation_listeners_;  // GUARDED_BY(subs_mu_)
+  std::set<EventListener*> event_listeners_;            // GUARDED_BY(subs_mu_)
+
+  std::mutex thread_mu_;
+  std::condition_variable thread_cv_;
+  bool stopping_ = false;  // GUARDED_BY(thread_mu_)
+  std::thread ticker_;
+};
+
+const char* JobStateName(v1::JobState state);
+
+}  // namespace retort::coordinator

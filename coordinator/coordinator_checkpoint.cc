@@ -1,0 +1,192 @@
+// Coordinated checkpoints: the coordinator names the step, every member of the generation writes
+// its shard and acks with per-file checksums, and the coordinator commits the manifest last
+// (atomically). A checkpoint without a committed manifest does not exist.
+#include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "coordinator/coordinator.h"
+
+namespace retort::coordinator {
+namespace {
+
+std::string CheckpointDirName(uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "ckpt-%08llu", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+void RemoveTree(const std::string& path) {
+  // Checkpoint directories are flat: files directly inside.
+  std::string cmd = "rm -rf -- '" + path + "'";
+  if (path.find('\'') == std::string::npos) (void)std::system(cmd.c_str());
+}
+
+}  // namespace
+
+void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
+  if (!pending_checkpoint_) return;
+  uint64_t id = pending_checkpoint_->id;
+  pending_checkpoint_.reset();
+  EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
+}
+
+StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_.state() != v1::JOB_STATE_RUNNING && state_.state() != v1::JOB_STATE_PAUSED)
+    return FailedPreconditionError(std::string("cannot checkpoint a job that is ") + JobStateName(state_.state()));
+  if (!generation_ || generation_->members_size() == 0) return FailedPreconditionError("no members to checkpoint");
+  v1::CheckpointResponse resp;
+  if (pending_checkpoint_) {
+    resp.set_checkpoint_id(pending_checkpoint_->id);
+    resp.set_step(pending_checkpoint_->step);
+    return resp;
+  }
+  // Far enough ahead that every member hears of it (through a heartbeat) before reaching it.
+  double step_seconds = 0;
+  for (const auto& [id, m] : members_) step_seconds = std::max(step_seconds, m.metrics.step_seconds());
+  int64_t margin = 2;
+  if (step_seconds > 0)
+    margin = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms / 1000.0 / step_seconds)));
+  PendingCheckpoint p;
+  p.id = state_.next_checkpoint_id();
+  p.step = MaxMemberStepLocked() + margin;
+  p.generation = generation_->number();
+  state_.set_next_checkpoint_id(p.id + 1);
+  Status st = PersistLocked();
+  if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
+  pending_checkpoint_ = p;
+  EmitLocked("checkpoint_requested", "checkpoint " + std::to_string(p.id) + " at step " + std::to_string(p.step));
+  resp.set_checkpoint_id(p.id);
+  resp.set_step(p.step);
+  return resp;
+}
+
+StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(const v1::BeginCheckpointRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "begin checkpoint"));
+  if (r.step() < 0) return InvalidArgumentError("step must be >= 0");
+  if (pending_checkpoint_ && pending_checkpoint_->step != r.step())
+    return AbortedError("checkpoint " + std::to_string(pending_checkpoint_->id) + " at step " +
+                        std::to_string(pending_checkpoint_->step) + " is in progress");
+  if (!pending_checkpoint_) {
+    PendingCheckpoint p;
+    p.id = state_.next_checkpoint_id();
+    p.step = r.step();
+    p.generation = r.generation();
+    state_.set_next_checkpoint_id(p.id + 1);
+    Status st = PersistLocked();
+    if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
+    pending_checkpoint_ = p;
+  }
+  v1::BeginCheckpointResponse resp;
+  resp.set_checkpoint_id(pending_checkpoint_->id);
+  resp.set_step(pending_checkpoint_->step);
+  resp.set_dir(options_.checkpoint_dir + "/" + CheckpointDirName(pending_checkpoint_->id));
+  return resp;
+}
+
+StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckCheckpointRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "ack checkpoint"));
+  if (!pending_checkpoint_ || pending_checkpoint_->id != r.checkpoint_id())
+    return FailedPreconditionError("checkpoint " + std::to_string(r.checkpoint_id()) + " is not in progress");
+  if (!r.error().empty()) {
+    AbortPendingCheckpointLocked(r.member_id() + " could not write its shard: " + r.error().substr(0, 512));
+    return v1::AckCheckpointResponse();
+  }
+  for (const auto& f : r.files())
+    if (f.path().empty() || f.path().find("..") != std::string::npos || f.path()[0] == '/' || f.size_bytes() < 0)
+      return InvalidArgumentError("files: path '" + f.path().substr(0, 128) + "' must be relative, without '..'");
+  pending_checkpoint_->acks[r.member_id()] =
+      std::vector<v1::CheckpointFile>(r.files().begin(), r.files().end());
+  v1::AckCheckpointResponse resp;
+  for (const auto& m : generation_->members())
+    if (pending_checkpoint_->acks.count(m.member_id()) == 0) return resp;
+  Status st = CommitCheckpointLocked();
+  if (!st.ok()) {
+    AbortPendingCheckpointLocked("commit failed: " + st.message());
+    return st;
+  }
+  resp.set_committed(true);
+  return resp;
+}
+
+Status Coordinator::CommitCheckpointLocked() {
+  const PendingCheckpoint& p = *pending_checkpoint_;
+  std::string dir = options_.checkpoint_dir + "/" + CheckpointDirName(p.id);
+  v1::CheckpointManifest manifest;
+  manifest.set_checkpoint_id(p.id);
+  manifest.set_step(p.step);
+  manifest.set_generation(p.generation);
+  manifest.set_world_size(generation_->members_size());
+  *manifest.mutable_plan() = generation_->plan();
+  *manifest.mutable_job() = state_.job();
+  int64_t epoch = 0;
+  for (const auto& [id, files] : p.acks) {
+    for (const auto& f : files) {
+      struct stat st;
+      std::string path = dir + "/" + f.path();
+      if (::stat(path.c_str(), &st) != 0 || st.st_size != f.size_bytes())
+        return DataLossError("checkpoint file " + path + " is missing or not " + std::to_string(f.size_bytes()) + " bytes");
+      *manifest.add_files() = f;
+    }
+    epoch = std::max(epoch, members_.count(id) ? members_.at(id).epoch : 0);
+  }
+  manifest.set_epoch(epoch);
+  manifest.set_committed_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch()).count());
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.add_whitespace = true;
+  (void)google::protobuf::util::MessageToJsonString(manifest, &json, opts);
+  RETORT_RETURN_IF_ERROR(MakeDirectories(dir));
+  RETORT_RETURN_IF_ERROR(WriteFileAtomically(dir + "/MANIFEST.json", json));
+  state_.set_last_checkpoint_id(p.id);
+  state_.set_last_checkpoint_step(p.step);
+  state_.add_committed_checkpoints(p.id);
+  std::vector<uint64_t> dropped;
+  while (state_.committed_checkpoints_size() > std::max(1, state_.job().checkpoint().keep())) {
+    dropped.push_back(state_.committed_checkpoints(0));
+    state_.mutable_committed_checkpoints()->erase(state_.mutable_committed_checkpoints()->begin());
+  }
+  RETORT_RETURN_IF_ERROR(PersistLocked());
+  for (uint64_t id : dropped) RemoveTree(options_.checkpoint_dir + "/" + CheckpointDirName(id));
+  uint64_t id = p.id;
+  int64_t step = p.step;
+  pending_checkpoint_.reset();
+  EmitLocked("checkpoint", "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step));
+  return Status::Ok();
+}
+
+StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetCheckpointRequest& r) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+    id = r.checkpoint_id() != 0 ? r.checkpoint_id() : state_.last_checkpoint_id();
+  }
+  v1::GetCheckpointResponse resp;
+  if (id == 0) return resp;
+  std::string path = options_.checkpoint_dir + "/" + CheckpointDirName(id) + "/MANIFEST.json";
+  auto text = ReadFileToString(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return resp;
+    return text.status();
+  }
+  auto st = google::protobuf::util::JsonStringToMessage(*text, resp.mutable_manifest());
+  if (!st.ok()) return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
+  resp.set_found(true);
+  return resp;
+}
+
+}  // namespace retort::coordinator

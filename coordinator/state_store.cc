@@ -1,0 +1,31 @@
+#include "coordinator/state_store.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "common/file_util.h"
+
+namespace retort::coordinator {
+
+StatusOr<v1::CoordinatorState> StateStore::Load() {
+  RETORT_RETURN_IF_ERROR(MakeDirectories(dir_));
+  if (!PathExists(path())) return NotFoundError("no state in " + dir_);
+  RETORT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path()));
+  v1::CoordinatorState state;
+  auto st = google::protobuf::util::JsonStringToMessage(text, &state);
+  if (!st.ok())
+    return DataLossError("state file " + path() + " is corrupt (" + std::string(st.message()) +
+                         "); refusing to start. Move it away to start a new job.");
+  return state;
+}
+
+Status StateStore::Save(const v1::CoordinatorState& state) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.add_whitespace = true;
+  auto st = google::protobuf::util::MessageToJsonString(state, &json, opts);
+  if (!st.ok()) return InternalError("serialising coordinator state: " + std::string(st.message()));
+  return WriteFileAtomically(path(), json);
+}
+
+}  // namespace retort::coordinator

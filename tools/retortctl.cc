@@ -1,0 +1,226 @@
+// retortctl: the operator's control client for a running retort job.
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "common/args.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_status.h"
+#include "retort/v1/retort.grpc.pb.h"
+#include "worker/coordinator_client.h"
+
+using namespace retort;
+using nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string coordinator = "127.0.0.1:7070";
+  bool json = false;
+  int64_t timeout_ms = 5000;
+  int min_workers = 0, max_workers = 0;
+  std::string reason;
+  int64_t count = 0, for_ms = 0;
+  std::string command, argument;
+};
+
+const char* kCommands =
+    "Commands:\n"
+    "  status               job state, generation, members (--json: one JSON object)\n"
+    "  watch                stream events until Ctrl-C (--count N / --for-ms T to stop; --json: JSON lines)\n"
+    "  pause | resume       pause or resume training at the next step boundary\n"
+    "  checkpoint           take a coordinated checkpoint\n"
+    "  scale --min N --max M  change the elastic worker bounds live\n"
+    "  drain ID             remove worker ID gracefully at a step boundary\n"
+    "  stop [--reason R]    stop the job: workers leave, the coordinator exits\n"
+    "\nExit status: 0 success, 1 the coordinator refused or was unreachable, 2 usage error.";
+
+std::string StateName(v1::JobState s) { return coordinator::JobStateName(s); }
+
+void SetDeadline(grpc::ClientContext* ctx, int64_t ms) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+}
+
+int Fail(const std::string& what, const grpc::Status& s) {
+  std::fprintf(stderr, "retortctl: %s: %s\n", what.c_str(), FromGrpcStatus(s).ToString().c_str());
+  return 1;
+}
+
+json MemberJson(const v1::MemberStatus& m) {
+  return json{{"id", m.member_id()},
+              {"rank", m.rank()},
+              {"node", m.node()},
+              {"local_rank", m.local_rank()},
+              {"data_address", m.data_address()},
+              {"step", m.step()},
+              {"epoch", m.epoch()},
+              {"loss", m.metrics().loss()},
+              {"samples_per_second", m.metrics().samples_per_second()},
+              {"last_heartbeat_ms_ago", m.last_heartbeat_ms_ago()},
+              {"draining", m.draining()}};
+}
+
+int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o.timeout_ms);
+  v1::StatusResponse r;
+  grpc::Status s = stub.Status(&ctx, v1::StatusRequest(), &r);
+  if (!s.ok()) return Fail("status " + o.coordinator, s);
+  if (o.json) {
+    json j{{"job", r.job_name()},
+           {"state", StateName(r.state())},
+           {"generation", r.generation()},
+           {"step", r.step()},
+           {"total_steps", r.total_steps()},
+           {"min_workers", r.min_workers()},
+           {"max_workers", r.max_workers()},
+           {"last_checkpoint_id", r.last_checkpoint_id()},
+           {"last_checkpoint_step", r.last_checkpoint_step()},
+           {"uptime_ms", r.uptime_ms()},
+           {"version", r.coordinator_version()},
+           {"members", json::array()}};
+    for (const auto& m : r.members()) j["members"].push_back(MemberJson(m));
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::printf("job %s: %s, generation %llu, step %lld%s, %d worker(s) (min %d, max %d)", r.job_name().c_str(),
+              StateName(r.state()).c_str(), static_cast<unsigned long long>(r.generation()),
+              static_cast<long long>(r.step()),
+              r.total_steps() > 0 ? ("/" + std::to_string(r.total_steps())).c_str() : "", r.members_size(),
+              r.min_workers(), r.max_workers());
+  if (r.last_checkpoint_id() > 0)
+    std::printf(", checkpoint %llu at step %lld", static_cast<unsigned long long>(r.last_checkpoint_id()),
+                static_cast<long long>(r.last_checkpoint_step()));
+  std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %s\n", "RANK", "MEMBER", "NODE", "LOCAL", "STEP", "LOSS",
+              "SAMPLES/S", "HEARTBEAT");
+  for (const auto& m : r.members()) {
+    std::string rank = m.rank() < 0 ? "-" : std::to_string(m.rank());
+    std::printf("%-5s %-10s %-20s %-5d %-8lld %-9.4f %-10.1f %lld ms ago%s\n", rank.c_str(), m.member_id().c_str(),
+                m.node().c_str(), m.local_rank(), static_cast<long long>(m.step()), m.metrics().loss(),
+                m.metrics().samples_per_second(), static_cast<long long>(m.last_heartbeat_ms_ago()),
+                m.draining() ? " (draining)" : "");
+  }
+  return 0;
+}
+
+int Watch(v1::ControlService::Stub& stub, const Options& o) {
+  grpc::ClientContext ctx;
+  if (o.for_ms > 0) SetDeadline(&ctx, o.for_ms);
+  auto reader = stub.Watch(&ctx, v1::WatchRequest());
+  v1::Event e;
+  int64_t seen = 0;
+  while (reader->Read(&e)) {
+    if (o.json) {
+      std::cout << json{{"unix_ms", e.unix_ms()}, {"kind", e.kind()}, {"message", e.message()},
+                        {"generation", e.generation()}, {"member_id", e.member_id()}, {"state", StateName(e.state())}}
+                       .dump()
+                << std::endl;
+    } else {
+      std::time_t secs = e.unix_ms() / 1000;
+      std::tm tm{};
+      localtime_r(&secs, &tm);
+      char buf[32];
+      std::strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
+      std::printf("%s.%03lld  %-18s %s\n", buf, static_cast<long long>(e.unix_ms() % 1000), e.kind().c_str(),
+                  e.message().c_str());
+      std::fflush(stdout);
+    }
+    if (o.count > 0 && ++seen >= o.count) {
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  bool expected_end = (o.count > 0 && seen >= o.count) ||
+                      (o.for_ms > 0 && s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  if (!s.ok() && !expected_end) return Fail("watch " + o.coordinator, s);
+  return 0;
+}
+
+int PrintControl(const std::string& what, const grpc::Status& s, const v1::ControlResponse& r, const Options& o) {
+  if (!s.ok()) return Fail(what + " " + o.coordinator, s);
+  if (o.json) std::cout << json{{"message", r.message()}, {"state", StateName(r.state())}}.dump() << std::endl;
+  else std::printf("%s (job %s)\n", r.message().c_str(), StateName(r.state()).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  ArgParser args("retortctl [--coordinator=HOST:PORT] [--json] COMMAND [ARG]",
+                 "Controls a running retort job through its coordinator.");
+  args.AddString("coordinator", &o.coordinator, "coordinator address host:port");
+  args.AddBool("json", &o.json, "print JSON instead of text");
+  args.AddInt("timeout-ms", &o.timeout_ms, "deadline of each call");
+  args.AddInt("min", &o.min_workers, "scale: new minimum number of workers (0 = unchanged)");
+  args.AddInt("max", &o.max_workers, "scale: new maximum number of workers (0 = unchanged)");
+  args.AddString("reason", &o.reason, "stop: reason recorded in the event log");
+  args.AddInt("count", &o.count, "watch: exit after this many events (0 = no limit)");
+  args.AddInt("for-ms", &o.for_ms, "watch: exit after this long (0 = no limit)");
+  args.AddPositional("command", &o.command, "one of the commands below", true);
+  args.AddPositional("arg", &o.argument, "the command's argument (drain: member id)", false);
+  args.SetEpilog(kCommands);
+  auto parsed = args.Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "retortctl: %s\n", parsed.status().message().c_str());
+    return 2;
+  }
+  if (!*parsed) return 0;
+  if (o.timeout_ms <= 0) {
+    std::fprintf(stderr, "retortctl: --timeout-ms must be > 0\n");
+    return 2;
+  }
+  auto stub = v1::ControlService::NewStub(worker::MakeCoordinatorChannel(o.coordinator));
+  const std::string& cmd = o.command;
+  if (cmd != "drain" && !o.argument.empty()) {
+    std::fprintf(stderr, "retortctl: %s takes no argument (got '%s')\n", cmd.c_str(), o.argument.c_str());
+    return 2;
+  }
+  if (cmd == "status") return ShowStatus(*stub, o);
+  if (cmd == "watch") return Watch(*stub, o);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o.timeout_ms);
+  v1::ControlResponse r;
+  if (cmd == "pause") return PrintControl(cmd, stub->Pause(&ctx, v1::PauseRequest(), &r), r, o);
+  if (cmd == "resume") return PrintControl(cmd, stub->Resume(&ctx, v1::ResumeRequest(), &r), r, o);
+  if (cmd == "scale") {
+    if (o.min_workers == 0 && o.max_workers == 0) {
+      std::fprintf(stderr, "retortctl: scale needs --min and/or --max\n");
+      return 2;
+    }
+    v1::ScaleRequest req;
+    req.set_min_workers(o.min_workers);
+    req.set_max_workers(o.max_workers);
+    return PrintControl(cmd, stub->Scale(&ctx, req, &r), r, o);
+  }
+  if (cmd == "drain") {
+    if (o.argument.empty()) {
+      std::fprintf(stderr, "retortctl: drain needs a member id (see `retortctl status`)\n");
+      return 2;
+    }
+    v1::DrainRequest req;
+    req.set_member_id(o.argument);
+    return PrintControl(cmd, stub->Drain(&ctx, req, &r), r, o);
+  }
+  if (cmd == "stop") {
+    v1::StopRequest req;
+    req.set_reason(o.reason);
+    return PrintControl(cmd, stub->Stop(&ctx, req, &r), r, o);
+  }
+  if (cmd == "checkpoint") {
+    v1::CheckpointResponse cr;
+    grpc::Status s = stub->Checkpoint(&ctx, v1::CheckpointRequest(), &cr);
+    if (!s.ok()) return Fail("checkpoint " + o.coordinator, s);
+    if (o.json) std::cout << json{{"checkpoint_id", cr.checkpoint_id()}, {"step", cr.step()}}.dump() << std::endl;
+    else std::printf("checkpoint %llu will be taken at step %lld\n", static_cast<unsigned long long>(cr.checkpoint_id()),
+                     static_cast<long long>(cr.step()));
+    return 0;
+  }
+  std::fprintf(stderr, "retortctl: unknown command '%s' (see --help)\n", cmd.c_str());
+  return 2;
+}

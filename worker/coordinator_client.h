@@ -1,0 +1,59 @@
+// Client side of the coordinator's gRPC services, with a deadline on every call.
+// Thread-safe: one instance is shared by a worker's heartbeat, watch and training threads.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "retort/v1/retort.grpc.pb.h"
+
+namespace retort::worker {
+
+// Creates a channel with keepalive so a dead coordinator is noticed in seconds.
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address);
+
+class CoordinatorClient {
+ public:
+  CoordinatorClient(const std::string& address, int64_t rpc_timeout_ms);
+
+  StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& r);
+  StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r);
+  Status Leave(const v1::LeaveRequest& r);
+  StatusOr<v1::PeerFailureResponse> ReportPeerFailure(const v1::PeerFailureReport& r);
+  Status KvPut(const v1::KvPutRequest& r);
+  StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& r);
+  StatusOr<v1::BeginCheckpointResponse> BeginCheckpoint(const v1::BeginCheckpointRequest& r);
+  StatusOr<v1::AckCheckpointResponse> AckCheckpoint(const v1::AckCheckpointRequest& r);
+  StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& r);
+
+  // A server stream of generations. Read() blocks until the next generation or the stream ends;
+  // Cancel() (any thread) makes a blocked Read() return false promptly.
+  class GenerationWatch {
+   public:
+    bool Read(v1::Generation* out) { return reader_->Read(out); }
+    void Cancel() { context_.TryCancel(); }
+    Status Finish();
+
+   private:
+    friend class CoordinatorClient;
+    grpc::ClientContext context_;
+    std::unique_ptr<grpc::ClientReader<v1::Generation>> reader_;
+  };
+  std::unique_ptr<GenerationWatch> WatchGenerations(const std::string& member_id, uint64_t after);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  void SetDeadline(grpc::ClientContext* ctx) const;
+
+  const std::string address_;
+  const int64_t rpc_timeout_ms_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+};
+
+}  // namespace retort::worker

@@ -1,0 +1,193 @@
+#include "worker/worker_agent.h"
+
+#include <random>
+
+#include "common/backoff.h"
+#include "common/deadline.h"
+#include "common/logging.h"
+
+namespace retort::worker {
+namespace {
+
+std::string RandomIncarnation() {
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+bool Retryable(StatusCode c) {
+  return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded || c == StatusCode::kResourceExhausted ||
+         c == StatusCode::kAlreadyExists || c == StatusCode::kAborted || c == StatusCode::kCancelled ||
+         c == StatusCode::kUnknown || c == StatusCode::kInternal;
+}
+
+}  // namespace
+
+WorkerAgent::WorkerAgent(WorkerOptions options, CoordinatorClient* client, GenerationHandler* handler)
+    : options_(std::move(options)), client_(client), handler_(handler) {
+  if (options_.identity.incarnation().empty()) options_.identity.set_incarnation(RandomIncarnation());
+}
+
+WorkerAgent::~WorkerAgent() {
+  RequestStop("destroyed");
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+std::string WorkerAgent::member_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return member_id_;
+}
+
+void WorkerAgent::RequestStop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stop_) {
+    stop_ = true;
+    stop_reason_ = reason;
+  }
+  if (watch_ != nullptr) watch_->Cancel();
+  cv_.notify_all();
+}
+
+void WorkerAgent::ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = step;
+  epoch_ = epoch;
+  metrics_ = metrics;
+}
+
+bool WorkerAgent::SleepUnlessStopped(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stop_; });
+}
+
+Status WorkerAgent::JoinWithBackoff() {
+  Backoff backoff(std::chrono::milliseconds(options_.join_backoff_initial_ms),
+                  std::chrono::milliseconds(options_.join_backoff_max_ms));
+  Deadline deadline = options_.join_timeout_ms > 0 ? Deadline::AfterMs(options_.join_timeout_ms) : Deadline::Never();
+  v1::JoinRequest req;
+  *req.mutable_identity() = options_.identity;
+  req.set_parameter_count(options_.parameter_count);
+  StatusCode last_logged = StatusCode::kOk;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return CancelledError("stopped before joining: " + stop_reason_);
+    }
+    auto resp = client_->Join(req);
+    if (resp.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      member_id_ = resp->member_id();
+      job_ = resp->job();
+      heartbeat_interval_ms_ = resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
+      LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '" << job_.name()
+                         << "', generation " << resp->current_generation() << ")";
+      if (handler_) handler_->OnJoined(*resp);
+      return Status::Ok();
+    }
+    if (!Retryable(resp.status().code())) return resp.status();
+    if (deadline.Expired()) return DeadlineExceededError("could not join within the join timeout: " + resp.status().message());
+    if (resp.status().code() != last_logged) {
+      LOG_WARN("worker") << "join failed, retrying with backoff: " << resp.status();
+      last_logged = resp.status().code();
+    }
+    if (!SleepUnlessStopped(backoff.Next())) return CancelledError("stopped before joining");
+  }
+}
+
+void WorkerAgent::WatchLoop() {
+  Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+  while (true) {
+    std::unique_ptr<CoordinatorClient::GenerationWatch> watch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      watch = client_->WatchGenerations(member_id_, generation_.load());
+      watch_ = watch.get();
+    }
+    v1::Generation gen;
+    while (watch->Read(&gen)) {
+      backoff.Reset();
+      if (gen.number() <= generation_.load()) continue;
+      generation_ = gen.number();
+      std::string me = member_id();
+      int rank = -1;
+      for (const auto& m : gen.members())
+        if (m.member_id() == me) rank = m.rank();
+      LOG_INFO("worker") << "GENERATION number=" << gen.number() << " rank=" << rank << " world=" << gen.members_size()
+                         << " nodes=" << gen.nodes_size() << " state=" << gen.state();
+      if (handler_) handler_->OnGeneration(gen, me, rank);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watch_ = nullptr;
+      if (stop_) return;
+    }
+    Status s = watch->Finish();
+    LOG_DEBUG("worker") << "generation stream ended: " << s;
+    if (!SleepUnlessStopped(backoff.Next())) return;
+  }
+}
+
+Status WorkerAgent::Run() {
+  RETORT_RETURN_IF_ERROR(JoinWithBackoff());
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+  Backoff reconnect(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+  bool coordinator_away = false;
+  Status result = Status::Ok();
+  std::string leave_reason;
+  while (true) {
+    v1::HeartbeatRequest hb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) {
+        leave_reason = stop_reason_;
+        break;
+      }
+      hb.set_member_id(member_id_);
+      hb.set_step(step_);
+      hb.set_epoch(epoch_);
+      *hb.mutable_metrics() = metrics_;
+    }
+    hb.set_generation(generation_.load());
+    auto resp = client_->Heartbeat(hb);
+    auto wait = std::chrono::milliseconds(heartbeat_interval_ms_);
+    if (resp.ok()) {
+      if (coordinator_away) LOG_INFO("worker") << "coordinator is back";
+      coordinator_away = false;
+      reconnect.Reset();
+      if (handler_) handler_->OnDirectives(resp->directives());
+      if (resp->directives().leave()) {
+        leave_reason = resp->directives().leave_reason();
+        LOG_INFO("worker") << "coordinator asks this member to leave: " << leave_reason;
+        break;
+      }
+    } else if (resp.status().code() == StatusCode::kNotFound) {
+      // The coordinator restarted (or evicted us): join again under a new member id.
+      LOG_WARN("worker") << "coordinator no longer knows " << member_id() << "; re-joining";
+      Status s = JoinWithBackoff();
+      if (!s.ok()) {
+        result = s;
+        break;
+      }
+      continue;
+    } else {
+      if (!coordinator_away) LOG_WARN("worker") << "coordinator unreachable, training continues: " << resp.status();
+      coordinator_away = true;
+      wait = std::min(wait, reconnect.Next());
+    }
+    if (!SleepUnlessStopped(wait)) continue;  // loop re-checks stop_ and leaves
+  }
+  RequestStop(leave_reason);
+  if (watch_thread_.joinable()) watch_thread_.join();
+  v1::LeaveRequest leave;
+  leave.set_member_id(member_id());
+  leave.set_reason(leave_reason);
+  Status s = client_->Leave(leave);
+  if (s.ok()) LOG_INFO("worker") << "left the job (" << leave_reason << ")";
+  else if (s.code() != StatusCode::kNotFound) LOG_WARN("worker") << "leave failed: " << s;
+  return result;
+}
+
+}  // namespace retort::worker
