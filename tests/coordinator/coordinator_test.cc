@@ -1,0 +1,385 @@
+// Coordinator domain logic with a fake clock: generations, evictions, fencing, bad input.
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include "common/file_util.h"
+#include "testing/subprocess.h"
+
+namespace retort::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+
+class RecordingListener : public GenerationListener {
+ public:
+  void OnGeneration(std::shared_ptr<const v1::Generation> g) override { seen.push_back(g); }
+  std::vector<std::shared_ptr<const v1::Generation>> seen;
+};
+
+v1::JobSpec TestJob(int min_workers = 1, int max_workers = 8) {
+  v1::JobSpec job;
+  job.set_name("test-job");
+  job.mutable_teacher()->set_preset("fm-teacher");
+  job.mutable_student()->set_preset("fm-student");
+  job.set_steps(100);
+  job.mutable_elastic()->set_min_workers(min_workers);
+  job.mutable_elastic()->set_max_workers(max_workers);
+  job.mutable_checkpoint()->set_keep(2);
+  return job;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("retort_coord");
+    opts_.state_dir = dir_ + "/state";
+    opts_.settle_ms = 100;
+    opts_.eviction_timeout_ms = 2000;
+    opts_.heartbeat_interval_ms = 500;
+    Restart(TestJob());
+  }
+  void Restart(std::optional<v1::JobSpec> job) {
+    if (c_) c_->UnsubscribeGenerations(&listener_);
+    c_.reset();
+    auto c = Coordinator::Create(opts_, job, &clock_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    c_ = std::move(c).value();
+    listener_.seen.clear();
+    c_->SubscribeGenerations(&listener_);
+  }
+  void TearDown() override {
+    if (c_) c_->UnsubscribeGenerations(&listener_);
+  }
+  v1::JoinRequest Identity(const std::string& node, int local_rank, const std::string& inc = "i1") {
+    v1::JoinRequest r;
+    r.mutable_identity()->set_node(node);
+    r.mutable_identity()->set_local_rank(local_rank);
+    r.mutable_identity()->set_incarnation(inc);
+    r.mutable_identity()->set_data_address("127.0.0.1:1");
+    r.set_parameter_count(10000);
+    return r;
+  }
+  std::string JoinOk(const std::string& node, int local_rank, const std::string& inc = "i1") {
+    auto r = c_->Join(Identity(node, local_rank, inc));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->member_id() : "";
+  }
+  void Settle() {
+    clock_.Advance(milliseconds(opts_.settle_ms + 1));
+    c_->Tick();
+  }
+  void HeartbeatAll(const std::vector<std::string>& ids) {
+    for (const auto& id : ids) {
+      v1::HeartbeatRequest hb;
+      hb.set_member_id(id);
+      ASSERT_TRUE(c_->Heartbeat(hb).ok());
+    }
+  }
+
+  std::string dir_;
+  CoordinatorOptions opts_;
+  FakeClock clock_;
+  RecordingListener listener_;
+  std::unique_ptr<Coordinator> c_;
+};
+
+TEST_F(CoordinatorTest, JoinsSettleIntoOneGenerationWithNodeMajorRanksAndPlan) {
+  JoinOk("n1", 0);
+  JoinOk("n0", 1);
+  JoinOk("n0", 0);
+  c_->Tick();
+  EXPECT_TRUE(listener_.seen.empty()) << "must wait for membership to settle";
+  Settle();
+  ASSERT_EQ(listener_.seen.size(), 1u);
+  const auto& g = *listener_.seen.back();
+  EXPECT_EQ(g.number(), 1u);
+  ASSERT_EQ(g.members_size(), 3);
+  EXPECT_EQ(g.members(0).identity().node(), "n0");
+  EXPECT_EQ(g.members(0).identity().local_rank(), 0);
+  EXPECT_EQ(g.members(2).identity().node(), "n1");
+  EXPECT_EQ(g.nodes_size(), 2);
+  EXPECT_EQ(g.plan().total_elements(), 10000);
+  EXPECT_EQ(g.plan().ranges_size(), 3);
+  EXPECT_EQ(g.state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(CoordinatorTest, SilentMemberIsEvictedAfterDeadlineAndNewGenerationForms) {
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1), c = JoinOk("n1", 0);
+  Settle();
+  ASSERT_EQ(listener_.seen.size(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(milliseconds(900));
+    HeartbeatAll({a, c});  // b is silent
+    c_->Tick();
+  }
+  // 2.7 s of silence > 2 s timeout: b is gone and a 2-member generation has formed.
+  Settle();
+  ASSERT_EQ(listener_.seen.size(), 2u);
+  EXPECT_EQ(listener_.seen.back()->number(), 2u);
+  EXPECT_EQ(listener_.seen.back()->members_size(), 2);
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(b);
+  EXPECT_EQ(c_->Heartbeat(hb).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, DuplicateJoinIsRefusedAndChangesNothing) {
+  JoinOk("n0", 0, "inc-a");
+  Settle();
+  auto before = c_->GetStatus();
+  auto dup = c_->Join(Identity("n0", 0, "inc-a"));
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(dup.status().message().find("duplicate join"), std::string::npos);
+  Settle();
+  auto after = c_->GetStatus();
+  EXPECT_EQ(after.members_size(), before.members_size());
+  EXPECT_EQ(after.generation(), before.generation());
+}
+
+TEST_F(CoordinatorTest, NewIncarnationReplacesTheOldMember) {
+  auto old_id = JoinOk("n0", 0, "inc-a");
+  auto new_id = JoinOk("n0", 0, "inc-b");
+  EXPECT_NE(old_id, new_id);
+  Settle();
+  ASSERT_EQ(listener_.seen.back()->members_size(), 1);
+  EXPECT_EQ(listener_.seen.back()->members(0).member_id(), new_id);
+}
+
+TEST_F(CoordinatorTest, BadIdentitiesAreInvalidArgument) {
+  auto bad_node = Identity("bad node!", 0);
+  EXPECT_EQ(c_->Join(bad_node).status().code(), StatusCode::kInvalidArgument);
+  auto long_node = Identity(std::string(300, 'a'), 0);
+  EXPECT_EQ(c_->Join(long_node).status().code(), StatusCode::kInvalidArgument);
+  auto neg_rank = Identity("n0", -1);
+  EXPECT_EQ(c_->Join(neg_rank).status().code(), StatusCode::kInvalidArgument);
+  auto no_inc = Identity("n0", 0, "");
+  EXPECT_EQ(c_->Join(no_inc).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_->GetStatus().members_size(), 0);
+}
+
+TEST_F(CoordinatorTest, ParameterCountMismatchIsFailedPrecondition) {
+  JoinOk("n0", 0);
+  auto r = Identity("n0", 1);
+  r.set_parameter_count(999);
+  auto resp = c_->Join(r);
+  EXPECT_EQ(resp.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(resp.status().message().find("999"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, StaleGenerationIsFencedOnKvAndPeerReports) {
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t g1 = listener_.seen.back()->number();
+  v1::KvPutRequest put;
+  put.set_member_id(a);
+  put.set_generation(g1);
+  put.set_key("ucx/0");
+  put.set_value("addr");
+  ASSERT_TRUE(c_->KvPut(put).ok());
+  v1::KvGetRequest get;
+  get.set_member_id(b);
+  get.set_generation(g1);
+  get.set_key("ucx/0");
+  auto got = c_->KvGet(get);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->found());
+  EXPECT_EQ(got->value(), "addr");
+
+  JoinOk("n1", 0);
+  Settle();
+  uint64_t g2 = listener_.seen.back()->number();
+  ASSERT_GT(g2, g1);
+  auto stale_put = c_->KvPut(put);
+  EXPECT_EQ(stale_put.code(), StatusCode::kAborted);
+  EXPECT_NE(stale_put.message().find("stale"), std::string::npos);
+  EXPECT_EQ(c_->KvGet(get).status().code(), StatusCode::kAborted);
+  get.set_generation(g2);
+  auto fresh = c_->KvGet(get);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->found()) << "key-value state is per generation";
+
+  v1::PeerFailureReport report;
+  report.set_member_id(a);
+  report.set_generation(g1);
+  report.set_failed_member_id(b);
+  EXPECT_EQ(c_->ReportPeerFailure(report).status().code(), StatusCode::kAborted);
+  EXPECT_EQ(c_->GetStatus().members_size(), 3) << "a stale report must not evict";
+  report.set_generation(g2);
+  auto ok = c_->ReportPeerFailure(report);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->evicted());
+  EXPECT_EQ(c_->GetStatus().members_size(), 2);
+}
+
+TEST_F(CoordinatorTest, UnknownMemberIsNotFoundAndOversizedValueRejected) {
+  v1::HeartbeatRequest hb;
+  hb.set_member_id("w9-99");
+  EXPECT_EQ(c_->Heartbeat(hb).status().code(), StatusCode::kNotFound);
+  v1::DrainRequest d;
+  d.set_member_id("w9-99");
+  EXPECT_EQ(c_->Drain(d).status().code(), StatusCode::kNotFound);
+  auto a = JoinOk("n0", 0);
+  Settle();
+  v1::KvPutRequest put;
+  put.set_member_id(a);
+  put.set_generation(listener_.seen.back()->number());
+  put.set_key("k");
+  put.set_value(std::string(opts_.max_kv_value_bytes + 1, 'x'));
+  EXPECT_EQ(c_->KvPut(put).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatorTest, MaxWorkersBoundsJoinsAndScaleDrainsExcess) {
+  Restart(std::nullopt);
+  ASSERT_TRUE(c_->Scale([] { v1::ScaleRequest r; r.set_max_workers(2); return r; }()).ok());
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  EXPECT_EQ(c_->Join(Identity("n0", 2)).status().code(), StatusCode::kResourceExhausted);
+  Settle();
+  v1::ScaleRequest bad;
+  bad.set_min_workers(3);
+  bad.set_max_workers(2);
+  EXPECT_EQ(c_->Scale(bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_->GetStatus().max_workers(), 2) << "a refused scale changes nothing";
+  v1::ScaleRequest down;
+  down.set_max_workers(1);
+  ASSERT_TRUE(c_->Scale(down).ok());
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(b);
+  auto resp = c_->Heartbeat(hb);
+  ASSERT_TRUE(resp.ok());
+  EXPECT_TRUE(resp->directives().leave()) << "the highest rank is drained";
+  hb.set_member_id(a);
+  EXPECT_FALSE(c_->Heartbeat(hb)->directives().leave());
+}
+
+TEST_F(CoordinatorTest, BelowMinWorkersTheJobWaits) {
+  ASSERT_TRUE(c_->Scale([] { v1::ScaleRequest r; r.set_min_workers(2); return r; }()).ok());
+  auto a = JoinOk("n0", 0);
+  Settle();
+  EXPECT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_WAITING);
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(a);
+  EXPECT_TRUE(c_->Heartbeat(hb)->directives().paused());
+  JoinOk("n0", 1);
+  Settle();
+  EXPECT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_FALSE(c_->Heartbeat(hb)->directives().paused());
+}
+
+TEST_F(CoordinatorTest, PauseResumeAndStopLifecycle) {
+  auto a = JoinOk("n0", 0);
+  Settle();
+  EXPECT_EQ(c_->Resume().status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(c_->Pause().ok());
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(a);
+  EXPECT_TRUE(c_->Heartbeat(hb)->directives().paused());
+  ASSERT_TRUE(c_->Resume().ok());
+  EXPECT_FALSE(c_->Heartbeat(hb)->directives().paused());
+  ASSERT_TRUE(c_->Stop(v1::StopRequest()).ok());
+  EXPECT_TRUE(c_->Heartbeat(hb)->directives().leave());
+  EXPECT_FALSE(c_->Finished());
+  EXPECT_EQ(c_->Join(Identity("n1", 0)).status().code(), StatusCode::kFailedPrecondition);
+  v1::LeaveRequest leave;
+  leave.set_member_id(a);
+  ASSERT_TRUE(c_->Leave(leave).ok());
+  EXPECT_TRUE(c_->Finished());
+  EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_STOPPED);
+}
+
+TEST_F(CoordinatorTest, GenerationNumbersSurviveRestartAndGrow) {
+  JoinOk("n0", 0);
+  Settle();
+  JoinOk("n0", 1);
+  Settle();
+  uint64_t before = listener_.seen.back()->number();
+  ASSERT_EQ(before, 2u);
+  Restart(std::nullopt);  // resumes from state dir without a job spec
+  auto id = JoinOk("n0", 0);
+  EXPECT_EQ(id.rfind("w2-", 0), 0u) << "member ids carry the boot count: " << id;
+  Settle();
+  EXPECT_GT(listener_.seen.back()->number(), before);
+}
+
+TEST_F(CoordinatorTest, CorruptStateFileRefusesToStartAndIsKept) {
+  c_->UnsubscribeGenerations(&listener_);
+  c_.reset();
+  std::string path = opts_.state_dir + "/state.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "{\"generation\": \"not a number\"").ok());
+  auto c = Coordinator::Create(opts_, TestJob(), &clock_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(c.status().message().find("state.json"), std::string::npos);
+  EXPECT_EQ(*ReadFileToString(path), "{\"generation\": \"not a number\"") << "the corrupt file must be left alone";
+}
+
+TEST_F(CoordinatorTest, DifferentJobInStateDirIsRefused) {
+  c_->UnsubscribeGenerations(&listener_);
+  c_.reset();
+  auto other = TestJob();
+  other.set_name("other-job");
+  auto c = Coordinator::Create(opts_, other, &clock_);
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, CheckpointCommitsManifestAfterAllAcksAndKeepsLastK) {
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t gen = listener_.seen.back()->number();
+  for (int round = 0; round < 3; ++round) {
+    auto req = c_->RequestCheckpoint();
+    ASSERT_TRUE(req.ok()) << req.status();
+    v1::BeginCheckpointRequest begin;
+    begin.set_member_id(a);
+    begin.set_generation(gen);
+    begin.set_step(req->step());
+    auto b_resp = c_->BeginCheckpoint(begin);
+    ASSERT_TRUE(b_resp.ok()) << b_resp.status();
+    ASSERT_TRUE(MakeDirectories(b_resp->dir()).ok());
+    for (const auto& [member, file] : {std::pair{a, "shard-0.bin"}, std::pair{b, "shard-1.bin"}}) {
+      ASSERT_TRUE(WriteFileAtomically(b_resp->dir() + "/" + file, "0123456789").ok());
+      v1::AckCheckpointRequest ack;
+      ack.set_member_id(member);
+      ack.set_generation(gen);
+      ack.set_checkpoint_id(req->checkpoint_id());
+      auto* f = ack.add_files();
+      f->set_path(file);
+      f->set_size_bytes(10);
+      auto resp = c_->AckCheckpoint(ack);
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      EXPECT_EQ(resp->committed(), member == b) << "committed only after the last ack";
+    }
+  }
+  auto status = c_->GetStatus();
+  EXPECT_EQ(status.last_checkpoint_id(), 3u);
+  v1::GetCheckpointRequest get;
+  get.set_member_id(a);
+  auto manifest = c_->GetCheckpoint(get);
+  ASSERT_TRUE(manifest.ok());
+  ASSERT_TRUE(manifest->found());
+  EXPECT_EQ(manifest->manifest().files_size(), 2);
+  EXPECT_EQ(manifest->manifest().world_size(), 2);
+  EXPECT_FALSE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000001")) << "keep=2 drops the oldest";
+  EXPECT_TRUE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000002/MANIFEST.json"));
+}
+
+TEST_F(CoordinatorTest, CheckpointAckWithMissingFileDoesNotCommit) {
+  auto a = JoinOk("n0", 0);
+  Settle();
+  auto req = c_->RequestCheckpoint();
+  ASSERT_TRUE(req.ok());
+  v1::AckCheckpointRequest ack;
+  ack.set_member_id(a);
+  ack.set_generation(listener_.seen.back()->number());
+  ack.set_checkpoint_id(req->checkpoint_id());
+  auto* f = ack.add_files();
+  f->set_path("missing.bin");
+  f->set_size_bytes(10);
+  EXPECT_EQ(c_->AckCheckpoint(ack).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(c_->GetStatus().last_checkpoint_id(), 0u);
+  f->set_path("../escape");
+  EXPECT_EQ(c_->AckCheckpoint(ack).status().code(), StatusCode::kFailedPrecondition)
+      << "the aborted checkpoint is no longer in progress";
+}
+
+}  // namespace
+}  // namespace retort::coordinator
