@@ -23,7 +23,8 @@ StatusOr<double> ParseDouble(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (errno == ERANGE || *end != '\0') return InvalidArgumentError(what + ": '" + text + "' is not a number");
+  if (errno == ERANGE || *end != '\0')
+    return InvalidArgumentError(what + ": '" + text + "' is not a number");
   return v;
 }
 
@@ -31,10 +32,11 @@ ArgParser::ArgParser(std::string usage, std::string summary)
     : usage_(std::move(usage)), summary_(std::move(summary)) {}
 
 void ArgParser::AddString(const std::string& name, std::string* out, const std::string& help) {
-  flags_.push_back({name, help, out->empty() ? "" : "\"" + *out + "\"", false, [out](const std::string& v) {
-                      *out = v;
-                      return Status::Ok();
-                    }});
+  flags_.push_back(
+      {name, help, out->empty() ? "" : "\"" + *out + "\"", false, [out](const std::string& v) {
+         *out = v;
+         return Status::Ok();
+       }});
 }
 
 void ArgParser::AddInt(const std::string& name, int64_t* out, const std::string& help) {
@@ -65,9 +67,13 @@ void ArgParser::AddDouble(const std::string& name, double* out, const std::strin
 
 void ArgParser::AddBool(const std::string& name, bool* out, const std::string& help) {
   flags_.push_back({name, help, *out ? "true" : "false", true, [out, name](const std::string& v) {
-                      if (v == "true" || v == "1" || v == "yes") *out = true;
-                      else if (v == "false" || v == "0" || v == "no") *out = false;
-                      else return InvalidArgumentError("--" + name + ": '" + v + "' is not true or false");
+                      if (v == "true" || v == "1" || v == "yes")
+                        *out = true;
+                      else if (v == "false" || v == "0" || v == "no")
+                        *out = false;
+                      else
+                        return InvalidArgumentError("--" + name + ": '" + v +
+                                                    "' is not true or false");
                       return Status::Ok();
                     }});
 }
@@ -121,7 +127,8 @@ StatusOr<bool> ArgParser::Parse(int argc, char** argv, int first) {
         if (f->is_bool) {
           value = "true";
         } else {
-          if (i + 1 >= argc) return InvalidArgumentError("flag --" + name + " needs a value (see --help)");
+          if (i + 1 >= argc)
+            return InvalidArgumentError("flag --" + name + " needs a value (see --help)");
           value = argv[++i];
         }
       }

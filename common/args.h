@@ -24,9 +24,11 @@ class ArgParser {
   void AddDouble(const std::string& name, double* out, const std::string& help);
   void AddBool(const std::string& name, bool* out, const std::string& help);
   // A repeatable flag: each occurrence appends.
-  void AddStringList(const std::string& name, std::vector<std::string>* out, const std::string& help);
+  void AddStringList(const std::string& name, std::vector<std::string>* out,
+                     const std::string& help);
   // Positional arguments are taken in order; optional ones must come after required ones.
-  void AddPositional(const std::string& name, std::string* out, const std::string& help, bool required);
+  void AddPositional(const std::string& name, std::string* out, const std::string& help,
+                     bool required);
   // Free text appended to --help (e.g. a list of subcommands or examples).
   void SetEpilog(std::string epilog) { epilog_ = std::move(epilog); }
 

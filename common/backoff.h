@@ -9,7 +9,8 @@ namespace retort {
 
 class Backoff {
  public:
-  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max, uint64_t seed = std::random_device{}())
+  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
+          uint64_t seed = std::random_device{}())
       : initial_(initial), max_(max), current_(initial), rng_(seed) {}
 
   // Next wait: uniform in [current/2, current], then current doubles up to max.

@@ -15,7 +15,9 @@ class Clock {
 
 class RealClock final : public Clock {
  public:
-  std::chrono::steady_clock::time_point Now() const override { return std::chrono::steady_clock::now(); }
+  std::chrono::steady_clock::time_point Now() const override {
+    return std::chrono::steady_clock::now();
+  }
 };
 
 // Starts at an arbitrary epoch; only moves when Advance() is called.

@@ -59,7 +59,8 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   Status s = WriteAll(fd, contents.data(), contents.size(), tmp);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp, errno);
   if (::close(fd) != 0 && s.ok()) s = ErrnoError("close", tmp, errno);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoError("rename to " + path, tmp, errno);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = ErrnoError("rename to " + path, tmp, errno);
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return s;
@@ -100,7 +101,8 @@ Status MakeDirectories(const std::string& path) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir", partial, errno);
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return ErrnoError("mkdir", partial, errno);
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

@@ -12,10 +12,14 @@ std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 
 char LevelChar(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return 'D';
-    case LogLevel::kInfo: return 'I';
-    case LogLevel::kWarning: return 'W';
-    case LogLevel::kError: return 'E';
+    case LogLevel::kDebug:
+      return 'D';
+    case LogLevel::kInfo:
+      return 'I';
+    case LogLevel::kWarning:
+      return 'W';
+    case LogLevel::kError:
+      return 'E';
   }
   return '?';
 }
@@ -25,11 +29,16 @@ void SetLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_min_level.load()); }
 
 bool ParseLogLevel(const std::string& t, LogLevel* out) {
-  if (t == "debug") *out = LogLevel::kDebug;
-  else if (t == "info") *out = LogLevel::kInfo;
-  else if (t == "warning" || t == "warn") *out = LogLevel::kWarning;
-  else if (t == "error") *out = LogLevel::kError;
-  else return false;
+  if (t == "debug")
+    *out = LogLevel::kDebug;
+  else if (t == "info")
+    *out = LogLevel::kInfo;
+  else if (t == "warning" || t == "warn")
+    *out = LogLevel::kWarning;
+  else if (t == "error")
+    *out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

@@ -98,9 +98,9 @@ class [[nodiscard]] StatusOr {
 #define RETORT_STATUS_CONCAT(a, b) RETORT_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RETORT_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::retort::Status retort_status_ = (expr);      \
+#define RETORT_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::retort::Status retort_status_ = (expr);        \
     if (!retort_status_.ok()) return retort_status_; \
   } while (0)
 

@@ -25,7 +25,8 @@ int64_t UnixMs() {
 bool ValidNodeName(const std::string& s) {
   if (s.empty() || s.size() > kMaxNodeName) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
+      return false;
   return true;
 }
 
@@ -34,8 +35,10 @@ Status ValidateIdentity(const v1::MemberIdentity& id) {
     return InvalidArgumentError("identity.node: must be 1-253 characters of [A-Za-z0-9._-], got '" +
                                 id.node().substr(0, 64) + "'");
   if (id.local_rank() < 0 || id.local_rank() >= kMaxLocalRank)
-    return InvalidArgumentError("identity.local_rank: must be in [0, 4096), got " + std::to_string(id.local_rank()));
-  if (id.devices_size() > kMaxDevices) return InvalidArgumentError("identity.devices: at most 64 devices");
+    return InvalidArgumentError("identity.local_rank: must be in [0, 4096), got " +
+                                std::to_string(id.local_rank()));
+  if (id.devices_size() > kMaxDevices)
+    return InvalidArgumentError("identity.devices: at most 64 devices");
   for (const auto& d : id.devices())
     if (d.kind().size() > 32 || d.name().size() > kMaxShortField || d.index() < 0)
       return InvalidArgumentError("identity.devices: malformed device entry");
@@ -50,14 +53,22 @@ Status ValidateIdentity(const v1::MemberIdentity& id) {
 
 const char* JobStateName(v1::JobState s) {
   switch (s) {
-    case v1::JOB_STATE_WAITING: return "waiting";
-    case v1::JOB_STATE_RUNNING: return "running";
-    case v1::JOB_STATE_PAUSED: return "paused";
-    case v1::JOB_STATE_STOPPING: return "stopping";
-    case v1::JOB_STATE_STOPPED: return "stopped";
-    case v1::JOB_STATE_COMPLETED: return "completed";
-    case v1::JOB_STATE_FAILED: return "failed";
-    default: return "unspecified";
+    case v1::JOB_STATE_WAITING:
+      return "waiting";
+    case v1::JOB_STATE_RUNNING:
+      return "running";
+    case v1::JOB_STATE_PAUSED:
+      return "paused";
+    case v1::JOB_STATE_STOPPING:
+      return "stopping";
+    case v1::JOB_STATE_STOPPED:
+      return "stopped";
+    case v1::JOB_STATE_COMPLETED:
+      return "completed";
+    case v1::JOB_STATE_FAILED:
+      return "failed";
+    default:
+      return "unspecified";
   }
 }
 
@@ -65,9 +76,11 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
                                                            std::optional<v1::JobSpec> job,
                                                            const Clock* clock) {
   if (options.state_dir.empty()) return InvalidArgumentError("--state-dir is required");
-  if (options.heartbeat_interval_ms <= 0 || options.eviction_timeout_ms <= options.heartbeat_interval_ms)
+  if (options.heartbeat_interval_ms <= 0 ||
+      options.eviction_timeout_ms <= options.heartbeat_interval_ms)
     return InvalidArgumentError("eviction timeout must be longer than the heartbeat interval");
-  if (options.settle_ms < 0 || options.tick_ms <= 0) return InvalidArgumentError("settle/tick must be >= 0");
+  if (options.settle_ms < 0 || options.tick_ms <= 0)
+    return InvalidArgumentError("settle/tick must be >= 0");
   if (options.checkpoint_dir.empty()) options.checkpoint_dir = options.state_dir + "/checkpoints";
   StateStore store(options.state_dir);
   auto loaded = store.Load();
@@ -75,14 +88,16 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   if (loaded.ok()) {
     state = std::move(loaded).value();
     if (job.has_value() && job->name() != state.job().name())
-      return FailedPreconditionError("state dir " + options.state_dir + " holds job '" + state.job().name() +
-                                     "', not '" + job->name() + "'; use another --state-dir");
+      return FailedPreconditionError("state dir " + options.state_dir + " holds job '" +
+                                     state.job().name() + "', not '" + job->name() +
+                                     "'; use another --state-dir");
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
                             << JobStateName(state.state());
   } else if (loaded.status().code() == StatusCode::kNotFound) {
     if (!job.has_value())
-      return InvalidArgumentError("no state in " + options.state_dir + " and no --job given: nothing to run");
+      return InvalidArgumentError("no state in " + options.state_dir +
+                                  " and no --job given: nothing to run");
     *state.mutable_job() = *job;
     state.set_min_workers(job->elastic().min_workers());
     state.set_max_workers(job->elastic().max_workers());
@@ -94,8 +109,8 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   if (options.min_workers > 0) state.set_min_workers(options.min_workers);
   if (options.max_workers > 0) state.set_max_workers(options.max_workers);
   if (state.max_workers() < state.min_workers())
-    return InvalidArgumentError("max workers (" + std::to_string(state.max_workers()) + ") < min workers (" +
-                                std::to_string(state.min_workers()) + ")");
+    return InvalidArgumentError("max workers (" + std::to_string(state.max_workers()) +
+                                ") < min workers (" + std::to_string(state.min_workers()) + ")");
   state.set_boot_count(state.boot_count() + 1);
   RETORT_RETURN_IF_ERROR(MakeDirectories(options.checkpoint_dir));
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(state), clock));
@@ -123,7 +138,8 @@ void Coordinator::Start() {
       lock.unlock();
       Tick();
       lock.lock();
-      thread_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms), [this] { return stopping_; });
+      thread_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
+                          [this] { return stopping_; });
     }
   });
 }
@@ -139,7 +155,8 @@ void Coordinator::Shutdown() {
 
 Status Coordinator::PersistLocked() { return store_.Save(state_); }
 
-void Coordinator::EmitLocked(const std::string& kind, const std::string& message, const std::string& member_id) {
+void Coordinator::EmitLocked(const std::string& kind, const std::string& message,
+                             const std::string& member_id) {
   v1::Event e;
   e.set_unix_ms(UnixMs());
   e.set_kind(kind);
@@ -157,12 +174,14 @@ void Coordinator::SetStateLocked(v1::JobState s, const std::string& why) {
   state_.set_state(s);
   Status st = PersistLocked();
   if (!st.ok()) LOG_ERROR("coordinator") << "persisting state: " << st;
-  EmitLocked("state", std::string("job is ") + JobStateName(s) + (why.empty() ? "" : " (" + why + ")"));
+  EmitLocked("state",
+             std::string("job is ") + JobStateName(s) + (why.empty() ? "" : " (" + why + ")"));
   UpdateFinishedLocked();
 }
 
 void Coordinator::UpdateFinishedLocked() {
-  bool terminal = state_.state() == v1::JOB_STATE_STOPPED || state_.state() == v1::JOB_STATE_COMPLETED ||
+  bool terminal = state_.state() == v1::JOB_STATE_STOPPED ||
+                  state_.state() == v1::JOB_STATE_COMPLETED ||
                   state_.state() == v1::JOB_STATE_FAILED;
   if (terminal && members_.empty() && !finished_) {
     finished_ = true;
@@ -177,7 +196,8 @@ bool Coordinator::Finished() const {
 
 bool Coordinator::WaitFinished(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return finished_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return finished_; });
+  return finished_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                               [this] { return finished_; });
 }
 
 void Coordinator::MarkMembershipChangedLocked() {
@@ -185,16 +205,19 @@ void Coordinator::MarkMembershipChangedLocked() {
   membership_changed_at_ = clock_->Now();
 }
 
-void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& kind, const std::string& why) {
+void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& kind,
+                                     const std::string& why) {
   auto it = members_.find(id);
   if (it == members_.end()) return;
-  std::string desc = id + " (" + it->second.identity.node() + "/" + std::to_string(it->second.identity.local_rank()) + ")";
+  std::string desc = id + " (" + it->second.identity.node() + "/" +
+                     std::to_string(it->second.identity.local_rank()) + ")";
   members_.erase(it);
   MarkMembershipChangedLocked();
   EmitLocked(kind, desc + ": " + why, id);
   if (pending_checkpoint_) AbortPendingCheckpointLocked("member " + id + " left");
   if (members_.empty()) {
-    if (state_.state() == v1::JOB_STATE_STOPPING) SetStateLocked(v1::JOB_STATE_STOPPED, "all members left");
+    if (state_.state() == v1::JOB_STATE_STOPPING)
+      SetStateLocked(v1::JOB_STATE_STOPPED, "all members left");
     UpdateFinishedLocked();
   }
 }
@@ -252,7 +275,9 @@ void Coordinator::FormGenerationLocked() {
     *gen->add_members() = std::move(m);
   }
   for (auto& n : nodes) *gen->add_nodes() = std::move(n);
-  if (world > 0) *gen->mutable_plan() = ComputeShardingPlan(state_.parameter_count(), world, options_.shard_alignment);
+  if (world > 0)
+    *gen->mutable_plan() =
+        ComputeShardingPlan(state_.parameter_count(), world, options_.shard_alignment);
   gen->set_state(job_state);
   gen->set_checkpoint_id(state_.last_checkpoint_id());
   gen->set_checkpoint_step(state_.last_checkpoint_step());
@@ -261,8 +286,9 @@ void Coordinator::FormGenerationLocked() {
   kv_bytes_ = 0;
   if (pending_checkpoint_) AbortPendingCheckpointLocked("new generation");
 
-  EmitLocked("generation", "generation " + std::to_string(number) + " formed with " + std::to_string(world) +
-                               " member(s) on " + std::to_string(gen->nodes_size()) + " node(s)");
+  EmitLocked("generation", "generation " + std::to_string(number) + " formed with " +
+                               std::to_string(world) + " member(s) on " +
+                               std::to_string(gen->nodes_size()) + " node(s)");
   if (state_changed) EmitLocked("state", std::string("job is ") + JobStateName(job_state));
   {
     std::lock_guard<std::mutex> sl(subs_mu_);
@@ -274,7 +300,8 @@ void Coordinator::FormGenerationLocked() {
 Status Coordinator::CheckMemberLocked(const std::string& member_id) const {
   if (member_id.empty()) return InvalidArgumentError("member_id is empty");
   if (members_.count(member_id) == 0)
-    return NotFoundError("unknown member '" + member_id.substr(0, 64) + "' (evicted, left, or from before a coordinator restart); join again");
+    return NotFoundError("unknown member '" + member_id.substr(0, 64) +
+                         "' (evicted, left, or from before a coordinator restart); join again");
   return Status::Ok();
 }
 
@@ -282,7 +309,8 @@ Status Coordinator::CheckGenerationLocked(uint64_t generation, const char* what)
   uint64_t current = generation_ ? generation_->number() : 0;
   if (generation != current)
     return AbortedError(std::string(what) + ": generation " + std::to_string(generation) +
-                        (generation < current ? " is stale" : " is unknown") + "; current is " + std::to_string(current));
+                        (generation < current ? " is stale" : " is unknown") + "; current is " +
+                        std::to_string(current));
   return Status::Ok();
 }
 
@@ -293,24 +321,30 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   auto s = state_.state();
   if (s == v1::JOB_STATE_STOPPING || s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED ||
       s == v1::JOB_STATE_FAILED)
-    return FailedPreconditionError(std::string("job is ") + JobStateName(s) + "; not accepting members");
-  if (req.parameter_count() > 0 && state_.parameter_count() > 0 && req.parameter_count() != state_.parameter_count())
-    return FailedPreconditionError("parameter_count " + std::to_string(req.parameter_count()) +
-                                   " does not match the job's " + std::to_string(state_.parameter_count()) +
-                                   " (different student model?)");
+    return FailedPreconditionError(std::string("job is ") + JobStateName(s) +
+                                   "; not accepting members");
+  if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
+      req.parameter_count() != state_.parameter_count())
+    return FailedPreconditionError(
+        "parameter_count " + std::to_string(req.parameter_count()) + " does not match the job's " +
+        std::to_string(state_.parameter_count()) + " (different student model?)");
   // Same (node, local_rank): a duplicate join (same incarnation) or a restarted process.
   std::string replaced;
   for (const auto& [id, m] : members_) {
-    if (m.identity.node() == req.identity().node() && m.identity.local_rank() == req.identity().local_rank()) {
+    if (m.identity.node() == req.identity().node() &&
+        m.identity.local_rank() == req.identity().local_rank()) {
       if (m.identity.incarnation() == req.identity().incarnation())
         return AlreadyExistsError("duplicate join: " + req.identity().node() + "/" +
-                                  std::to_string(req.identity().local_rank()) + " is already member " + id);
+                                  std::to_string(req.identity().local_rank()) +
+                                  " is already member " + id);
       replaced = id;
     }
   }
-  if (!replaced.empty()) RemoveMemberLocked(replaced, "member_replaced", "a new incarnation joined");
+  if (!replaced.empty())
+    RemoveMemberLocked(replaced, "member_replaced", "a new incarnation joined");
   if (static_cast<int>(members_.size()) >= state_.max_workers())
-    return ResourceExhaustedError("job is at max_workers=" + std::to_string(state_.max_workers()) + "; retry later");
+    return ResourceExhaustedError("job is at max_workers=" + std::to_string(state_.max_workers()) +
+                                  "; retry later");
   if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
     state_.set_parameter_count(req.parameter_count());
     Status st = PersistLocked();
@@ -324,8 +358,10 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   std::string id = rec.id;
   members_.emplace(id, std::move(rec));
   MarkMembershipChangedLocked();
-  EmitLocked("member_joined",
-             id + " (" + req.identity().node() + "/" + std::to_string(req.identity().local_rank()) + ")", id);
+  EmitLocked(
+      "member_joined",
+      id + " (" + req.identity().node() + "/" + std::to_string(req.identity().local_rank()) + ")",
+      id);
 
   v1::JoinResponse resp;
   resp.set_member_id(id);
@@ -361,10 +397,12 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
 }
 
 Status Coordinator::Leave(const v1::LeaveRequest& req) {
-  if (req.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
+  if (req.reason().size() > 1024)
+    return InvalidArgumentError("reason: longer than 1024 characters");
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
-  if (req.reason() == "completed" && (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_STOPPING)) {
+  if (req.reason() == "completed" &&
+      (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_STOPPING)) {
     // The first member that finishes the job moves it to completed; the rest follow.
     state_.set_state(v1::JOB_STATE_COMPLETED);
     Status st = PersistLocked();
@@ -381,24 +419,30 @@ StatusOr<v1::PeerFailureResponse> Coordinator::ReportPeerFailure(const v1::PeerF
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "peer failure report"));
-  if (r.failed_member_id() == r.member_id()) return InvalidArgumentError("a member cannot report itself failed");
+  if (r.failed_member_id() == r.member_id())
+    return InvalidArgumentError("a member cannot report itself failed");
   v1::PeerFailureResponse resp;
   std::string target = r.failed_member_id();
   if (target.empty()) {
     for (const auto& m : generation_->members())
       if (m.rank() == r.failed_rank()) target = m.member_id();
-    if (target.empty()) return InvalidArgumentError("failed_rank " + std::to_string(r.failed_rank()) + " is not in generation");
+    if (target.empty())
+      return InvalidArgumentError("failed_rank " + std::to_string(r.failed_rank()) +
+                                  " is not in generation");
   }
   if (members_.count(target) == 0) return resp;  // already gone
-  RemoveMemberLocked(target, "member_evicted", "reported failed by " + r.member_id() + ": " + r.detail());
+  RemoveMemberLocked(target, "member_evicted",
+                     "reported failed by " + r.member_id() + ": " + r.detail());
   resp.set_evicted(true);
   return resp;
 }
 
 Status Coordinator::KvPut(const v1::KvPutRequest& r) {
-  if (r.key().empty() || r.key().size() > 256) return InvalidArgumentError("key: must be 1-256 bytes");
+  if (r.key().empty() || r.key().size() > 256)
+    return InvalidArgumentError("key: must be 1-256 bytes");
   if (r.value().size() > options_.max_kv_value_bytes)
-    return InvalidArgumentError("value: " + std::to_string(r.value().size()) + " bytes exceeds the limit of " +
+    return InvalidArgumentError("value: " + std::to_string(r.value().size()) +
+                                " bytes exceeds the limit of " +
                                 std::to_string(options_.max_kv_value_bytes));
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
@@ -417,7 +461,8 @@ Status Coordinator::KvPut(const v1::KvPutRequest& r) {
 }
 
 StatusOr<v1::KvGetResponse> Coordinator::KvGet(const v1::KvGetRequest& r) {
-  if (r.key().empty() || r.key().size() > 256) return InvalidArgumentError("key: must be 1-256 bytes");
+  if (r.key().empty() || r.key().size() > 256)
+    return InvalidArgumentError("key: must be 1-256 bytes");
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "kv get"));

@@ -140,7 +140,8 @@ class Coordinator {
   void SetStateLocked(v1::JobState state, const std::string& why);
   Status CheckMemberLocked(const std::string& member_id) const;
   Status CheckGenerationLocked(uint64_t generation, const char* what) const;
-  void EmitLocked(const std::string& kind, const std::string& message, const std::string& member_id = "");
+  void EmitLocked(const std::string& kind, const std::string& message,
+                  const std::string& member_id = "");
   void AbortPendingCheckpointLocked(const std::string& why);
   Status CommitCheckpointLocked();
   int64_t MaxMemberStepLocked() const;
@@ -152,16 +153,16 @@ class Coordinator {
 
   mutable std::mutex mu_;
   std::condition_variable finished_cv_;
-  v1::CoordinatorState state_;                                    // GUARDED_BY(mu_)
-  std::unordered_map<std::string, MemberRecord> members_;         // GUARDED_BY(mu_)
-  uint64_t next_member_serial_ = 1;                               // GUARDED_BY(mu_)
-  bool membership_dirty_ = false;                                 // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point membership_changed_at_;   // GUARDED_BY(mu_)
-  std::shared_ptr<const v1::Generation> generation_;              // GUARDED_BY(mu_)
-  std::map<std::string, std::string> kv_;                         // GUARDED_BY(mu_), current generation
-  size_t kv_bytes_ = 0;                                           // GUARDED_BY(mu_)
-  std::optional<PendingCheckpoint> pending_checkpoint_;           // GUARDED_BY(mu_)
-  bool finished_ = false;                                         // GUARDED_BY(mu_)
+  v1::CoordinatorState state_;                                   // GUARDED_BY(mu_)
+  std::unordered_map<std::string, MemberRecord> members_;        // GUARDED_BY(mu_)
+  uint64_t next_member_serial_ = 1;                              // GUARDED_BY(mu_)
+  bool membership_dirty_ = false;                                // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point membership_changed_at_;  // GUARDED_BY(mu_)
+  std::shared_ptr<const v1::Generation> generation_;             // GUARDED_BY(mu_)
+  std::map<std::string, std::string> kv_;                // GUARDED_BY(mu_), current generation
+  size_t kv_bytes_ = 0;                                  // GUARDED_BY(mu_)
+  std::optional<PendingCheckpoint> pending_checkpoint_;  // GUARDED_BY(mu_)
+  bool finished_ = false;                                // GUARDED_BY(mu_)
 
   mutable std::mutex subs_mu_;
   std::set<GenerationListener*> generation_listeners_;  // GUARDED_BY(subs_mu_)

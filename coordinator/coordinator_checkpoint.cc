@@ -40,8 +40,10 @@ void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
 StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_.state() != v1::JOB_STATE_RUNNING && state_.state() != v1::JOB_STATE_PAUSED)
-    return FailedPreconditionError(std::string("cannot checkpoint a job that is ") + JobStateName(state_.state()));
-  if (!generation_ || generation_->members_size() == 0) return FailedPreconditionError("no members to checkpoint");
+    return FailedPreconditionError(std::string("cannot checkpoint a job that is ") +
+                                   JobStateName(state_.state()));
+  if (!generation_ || generation_->members_size() == 0)
+    return FailedPreconditionError("no members to checkpoint");
   v1::CheckpointResponse resp;
   if (pending_checkpoint_) {
     resp.set_checkpoint_id(pending_checkpoint_->id);
@@ -50,10 +52,13 @@ StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
   }
   // Far enough ahead that every member hears of it (through a heartbeat) before reaching it.
   double step_seconds = 0;
-  for (const auto& [id, m] : members_) step_seconds = std::max(step_seconds, m.metrics.step_seconds());
+  for (const auto& [id, m] : members_)
+    step_seconds = std::max(step_seconds, m.metrics.step_seconds());
   int64_t margin = 2;
   if (step_seconds > 0)
-    margin = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms / 1000.0 / step_seconds)));
+    margin =
+        std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms /
+                                                            1000.0 / step_seconds)));
   PendingCheckpoint p;
   p.id = state_.next_checkpoint_id();
   p.step = MaxMemberStepLocked() + margin;
@@ -62,13 +67,15 @@ StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
   Status st = PersistLocked();
   if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
   pending_checkpoint_ = p;
-  EmitLocked("checkpoint_requested", "checkpoint " + std::to_string(p.id) + " at step " + std::to_string(p.step));
+  EmitLocked("checkpoint_requested",
+             "checkpoint " + std::to_string(p.id) + " at step " + std::to_string(p.step));
   resp.set_checkpoint_id(p.id);
   resp.set_step(p.step);
   return resp;
 }
 
-StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(const v1::BeginCheckpointRequest& r) {
+StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
+    const v1::BeginCheckpointRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "begin checkpoint"));
@@ -98,14 +105,18 @@ StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckChec
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "ack checkpoint"));
   if (!pending_checkpoint_ || pending_checkpoint_->id != r.checkpoint_id())
-    return FailedPreconditionError("checkpoint " + std::to_string(r.checkpoint_id()) + " is not in progress");
+    return FailedPreconditionError("checkpoint " + std::to_string(r.checkpoint_id()) +
+                                   " is not in progress");
   if (!r.error().empty()) {
-    AbortPendingCheckpointLocked(r.member_id() + " could not write its shard: " + r.error().substr(0, 512));
+    AbortPendingCheckpointLocked(r.member_id() +
+                                 " could not write its shard: " + r.error().substr(0, 512));
     return v1::AckCheckpointResponse();
   }
   for (const auto& f : r.files())
-    if (f.path().empty() || f.path().find("..") != std::string::npos || f.path()[0] == '/' || f.size_bytes() < 0)
-      return InvalidArgumentError("files: path '" + f.path().substr(0, 128) + "' must be relative, without '..'");
+    if (f.path().empty() || f.path().find("..") != std::string::npos || f.path()[0] == '/' ||
+        f.size_bytes() < 0)
+      return InvalidArgumentError("files: path '" + f.path().substr(0, 128) +
+                                  "' must be relative, without '..'");
   pending_checkpoint_->acks[r.member_id()] =
       std::vector<v1::CheckpointFile>(r.files().begin(), r.files().end());
   v1::AckCheckpointResponse resp;
@@ -136,14 +147,16 @@ Status Coordinator::CommitCheckpointLocked() {
       struct stat st;
       std::string path = dir + "/" + f.path();
       if (::stat(path.c_str(), &st) != 0 || st.st_size != f.size_bytes())
-        return DataLossError("checkpoint file " + path + " is missing or not " + std::to_string(f.size_bytes()) + " bytes");
+        return DataLossError("checkpoint file " + path + " is missing or not " +
+                             std::to_string(f.size_bytes()) + " bytes");
       *manifest.add_files() = f;
     }
     epoch = std::max(epoch, members_.count(id) ? members_.at(id).epoch : 0);
   }
   manifest.set_epoch(epoch);
   manifest.set_committed_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch()).count());
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
   std::string json;
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
@@ -164,7 +177,8 @@ Status Coordinator::CommitCheckpointLocked() {
   uint64_t id = p.id;
   int64_t step = p.step;
   pending_checkpoint_.reset();
-  EmitLocked("checkpoint", "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step));
+  EmitLocked("checkpoint",
+             "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step));
   return Status::Ok();
 }
 
@@ -184,7 +198,8 @@ StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetChec
     return text.status();
   }
   auto st = google::protobuf::util::JsonStringToMessage(*text, resp.mutable_manifest());
-  if (!st.ok()) return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
+  if (!st.ok())
+    return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
   resp.set_found(true);
   return resp;
 }

@@ -74,7 +74,8 @@ StatusOr<v1::ControlResponse> Coordinator::Resume() {
   if (s != v1::JOB_STATE_PAUSED)
     return FailedPreconditionError(std::string("cannot resume a job that is ") + JobStateName(s));
   int world = generation_ ? generation_->members_size() : 0;
-  SetStateLocked(world >= state_.min_workers() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING, "operator");
+  SetStateLocked(world >= state_.min_workers() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING,
+                 "operator");
   return Reply("resumed", state_.state());
 }
 
@@ -82,10 +83,12 @@ StatusOr<v1::ControlResponse> Coordinator::Scale(const v1::ScaleRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   int new_min = r.min_workers() > 0 ? r.min_workers() : state_.min_workers();
   int new_max = r.max_workers() > 0 ? r.max_workers() : state_.max_workers();
-  if (r.min_workers() < 0 || r.max_workers() < 0) return InvalidArgumentError("bounds must be positive (0 = unchanged)");
+  if (r.min_workers() < 0 || r.max_workers() < 0)
+    return InvalidArgumentError("bounds must be positive (0 = unchanged)");
   if (new_max > 100000) return InvalidArgumentError("max_workers must be <= 100000");
   if (new_max < new_min)
-    return InvalidArgumentError("max_workers (" + std::to_string(new_max) + ") < min_workers (" + std::to_string(new_min) + ")");
+    return InvalidArgumentError("max_workers (" + std::to_string(new_max) + ") < min_workers (" +
+                                std::to_string(new_min) + ")");
   state_.set_min_workers(new_min);
   state_.set_max_workers(new_max);
   Status st = PersistLocked();
@@ -104,7 +107,8 @@ StatusOr<v1::ControlResponse> Coordinator::Scale(const v1::ScaleRequest& r) {
     active[i]->leave_reason = "scaled down to max_workers=" + std::to_string(new_max);
     ++drained;
   }
-  MarkMembershipChangedLocked();  // state (waiting/running) is re-evaluated with the next generation
+  MarkMembershipChangedLocked();  // state (waiting/running) is re-evaluated with the next
+                                  // generation
   std::string msg = "bounds now min=" + std::to_string(new_min) + " max=" + std::to_string(new_max);
   if (drained > 0) msg += "; draining " + std::to_string(drained) + " member(s)";
   EmitLocked("scale", msg);
@@ -118,7 +122,8 @@ StatusOr<v1::ControlResponse> Coordinator::Drain(const v1::DrainRequest& r) {
   if (m.draining) return Reply(r.member_id() + " is already draining", state_.state());
   m.draining = true;
   m.leave_reason = "drained by operator";
-  EmitLocked("member_draining", r.member_id() + " will leave at its next step boundary", r.member_id());
+  EmitLocked("member_draining", r.member_id() + " will leave at its next step boundary",
+             r.member_id());
   return Reply(r.member_id() + " will leave at its next step boundary", state_.state());
 }
 
@@ -126,14 +131,16 @@ StatusOr<v1::ControlResponse> Coordinator::Stop(const v1::StopRequest& r) {
   if (r.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
   std::lock_guard<std::mutex> lock(mu_);
   auto s = state_.state();
-  if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED) return Reply(std::string("job already ") + JobStateName(s), s);
+  if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED)
+    return Reply(std::string("job already ") + JobStateName(s), s);
   std::string why = r.reason().empty() ? "operator" : r.reason();
   if (members_.empty()) {
     SetStateLocked(v1::JOB_STATE_STOPPED, why);
     return Reply("stopped", state_.state());
   }
   SetStateLocked(v1::JOB_STATE_STOPPING, why);
-  return Reply("stopping; " + std::to_string(members_.size()) + " member(s) will leave at their next step boundary",
+  return Reply("stopping; " + std::to_string(members_.size()) +
+                   " member(s) will leave at their next step boundary",
                state_.state());
 }
 

@@ -16,11 +16,21 @@ std::string JsonEscape(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -51,10 +61,14 @@ Status YamlToJson(const YAML::Node& node, std::ostringstream& out, const std::st
     case YAML::NodeType::Scalar: {
       const std::string& v = node.Scalar();
       bool plain = node.Tag() == "?";
-      if (plain && (v == "true" || v == "false")) out << v;
-      else if (plain && (v == "null" || v == "~")) out << "null";
-      else if (plain && LooksNumeric(v)) out << v;
-      else out << JsonEscape(v);
+      if (plain && (v == "true" || v == "false"))
+        out << v;
+      else if (plain && (v == "null" || v == "~"))
+        out << "null";
+      else if (plain && LooksNumeric(v))
+        out << v;
+      else
+        out << JsonEscape(v);
       return Status::Ok();
     }
     case YAML::NodeType::Sequence: {
@@ -86,7 +100,8 @@ Status YamlToJson(const YAML::Node& node, std::ostringstream& out, const std::st
 }
 
 const std::set<std::string>& KnownPresets() {
-  static const std::set<std::string> presets = {"fm-teacher", "fm-student", "vit-b16", "vit-s16", "vit-ti16"};
+  static const std::set<std::string> presets = {"fm-teacher", "fm-student", "vit-b16", "vit-s16",
+                                                "vit-ti16"};
   return presets;
 }
 
@@ -96,7 +111,8 @@ Status ValidateModel(const v1::ModelSpec& m, const std::string& field) {
   if (!m.preset().empty() && KnownPresets().count(m.preset()) == 0) {
     std::string names;
     for (const auto& p : KnownPresets()) names += (names.empty() ? "" : ", ") + p;
-    return InvalidArgumentError(field + ".preset: unknown preset '" + m.preset() + "' (known: " + names + ")");
+    return InvalidArgumentError(field + ".preset: unknown preset '" + m.preset() +
+                                "' (known: " + names + ")");
   }
   return Status::Ok();
 }
@@ -111,7 +127,8 @@ void ApplyJobSpecDefaults(v1::JobSpec* s) {
   if (s->name().empty()) s->set_name("retort-job");
   auto* d = s->mutable_dataset();
   if (d->kind().empty()) d->set_kind("fashion-mnist");
-  if (d->kind() == "fashion-mnist" && d->path().empty()) d->set_path("/usr/share/datasets/fashion-mnist");
+  if (d->kind() == "fashion-mnist" && d->path().empty())
+    d->set_path("/usr/share/datasets/fashion-mnist");
   if (d->prefetch_batches() == 0) d->set_prefetch_batches(4);
   if (d->num_classes() == 0) d->set_num_classes(d->kind() == "fashion-mnist" ? 10 : 1000);
   if (d->image_size() == 0) d->set_image_size(d->kind() == "fashion-mnist" ? 28 : 224);
@@ -137,45 +154,62 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(ValidateModel(s.teacher(), "teacher"));
   RETORT_RETURN_IF_ERROR(ValidateModel(s.student(), "student"));
   static const std::set<std::string> kinds = {"fashion-mnist", "image-folder", "synthetic"};
-  RETORT_RETURN_IF_ERROR(Range(kinds.count(s.dataset().kind()) > 0, "dataset.kind",
-                               "'" + s.dataset().kind() + "' is not one of fashion-mnist, image-folder, synthetic"));
+  RETORT_RETURN_IF_ERROR(
+      Range(kinds.count(s.dataset().kind()) > 0, "dataset.kind",
+            "'" + s.dataset().kind() + "' is not one of fashion-mnist, image-folder, synthetic"));
   if (s.dataset().kind() == "image-folder" && s.dataset().path().empty())
     return InvalidArgumentError("dataset.path: required for image-folder");
-  RETORT_RETURN_IF_ERROR(Range(s.dataset().loader_threads() >= 0 && s.dataset().loader_threads() <= 256,
-                               "dataset.loader_threads", "must be in [0, 256]"));
-  RETORT_RETURN_IF_ERROR(Range(s.dataset().prefetch_batches() >= 1 && s.dataset().prefetch_batches() <= 1024,
-                               "dataset.prefetch_batches", "must be in [1, 1024]"));
+  RETORT_RETURN_IF_ERROR(
+      Range(s.dataset().loader_threads() >= 0 && s.dataset().loader_threads() <= 256,
+            "dataset.loader_threads", "must be in [0, 256]"));
+  RETORT_RETURN_IF_ERROR(
+      Range(s.dataset().prefetch_batches() >= 1 && s.dataset().prefetch_batches() <= 1024,
+            "dataset.prefetch_batches", "must be in [1, 1024]"));
   RETORT_RETURN_IF_ERROR(Range(s.dataset().image_size() >= 8 && s.dataset().image_size() <= 4096,
                                "dataset.image_size", "must be in [8, 4096]"));
-  RETORT_RETURN_IF_ERROR(Range(s.dataset().num_classes() >= 2, "dataset.num_classes", "must be >= 2"));
-  RETORT_RETURN_IF_ERROR(Range(s.global_batch() >= 1 && s.global_batch() <= (1 << 24), "global_batch",
-                               "must be in [1, 16777216], got " + std::to_string(s.global_batch())));
-  RETORT_RETURN_IF_ERROR(Range(s.steps() >= 0 && s.epochs() >= 0, "steps/epochs", "must not be negative"));
-  RETORT_RETURN_IF_ERROR(Range((s.steps() > 0) != (s.epochs() > 0), "steps/epochs", "set exactly one of steps or epochs"));
+  RETORT_RETURN_IF_ERROR(
+      Range(s.dataset().num_classes() >= 2, "dataset.num_classes", "must be >= 2"));
+  RETORT_RETURN_IF_ERROR(
+      Range(s.global_batch() >= 1 && s.global_batch() <= (1 << 24), "global_batch",
+            "must be in [1, 16777216], got " + std::to_string(s.global_batch())));
+  RETORT_RETURN_IF_ERROR(
+      Range(s.steps() >= 0 && s.epochs() >= 0, "steps/epochs", "must not be negative"));
+  RETORT_RETURN_IF_ERROR(Range((s.steps() > 0) != (s.epochs() > 0), "steps/epochs",
+                               "set exactly one of steps or epochs"));
   const auto& o = s.optimizer();
-  RETORT_RETURN_IF_ERROR(Range(o.lr() > 0 && o.lr() < 10 && std::isfinite(o.lr()), "optimizer.lr", "must be in (0, 10)"));
+  RETORT_RETURN_IF_ERROR(Range(o.lr() > 0 && o.lr() < 10 && std::isfinite(o.lr()), "optimizer.lr",
+                               "must be in (0, 10)"));
   RETORT_RETURN_IF_ERROR(Range(o.weight_decay() >= 0, "optimizer.weight_decay", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(Range(o.beta1() >= 0 && o.beta1() < 1, "optimizer.beta1", "must be in [0, 1)"));
-  RETORT_RETURN_IF_ERROR(Range(o.beta2() >= 0 && o.beta2() < 1, "optimizer.beta2", "must be in [0, 1)"));
+  RETORT_RETURN_IF_ERROR(
+      Range(o.beta1() >= 0 && o.beta1() < 1, "optimizer.beta1", "must be in [0, 1)"));
+  RETORT_RETURN_IF_ERROR(
+      Range(o.beta2() >= 0 && o.beta2() < 1, "optimizer.beta2", "must be in [0, 1)"));
   RETORT_RETURN_IF_ERROR(Range(o.eps() > 0, "optimizer.eps", "must be > 0"));
   RETORT_RETURN_IF_ERROR(Range(o.warmup_steps() >= 0, "optimizer.warmup_steps", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(Range(o.min_lr() >= 0 && o.min_lr() <= o.lr(), "optimizer.min_lr", "must be in [0, lr]"));
-  RETORT_RETURN_IF_ERROR(Range(o.clip_grad_norm() >= 0, "optimizer.clip_grad_norm", "must be >= 0"));
+  RETORT_RETURN_IF_ERROR(
+      Range(o.min_lr() >= 0 && o.min_lr() <= o.lr(), "optimizer.min_lr", "must be in [0, lr]"));
+  RETORT_RETURN_IF_ERROR(
+      Range(o.clip_grad_norm() >= 0, "optimizer.clip_grad_norm", "must be >= 0"));
   const auto& kd = s.distillation();
-  RETORT_RETURN_IF_ERROR(Range(kd.temperature() > 0 && kd.temperature() <= 100, "distillation.temperature", "must be in (0, 100]"));
-  RETORT_RETURN_IF_ERROR(Range(kd.alpha() >= 0 && kd.alpha() <= 1, "distillation.alpha", "must be in [0, 1]"));
+  RETORT_RETURN_IF_ERROR(Range(kd.temperature() > 0 && kd.temperature() <= 100,
+                               "distillation.temperature", "must be in (0, 100]"));
+  RETORT_RETURN_IF_ERROR(
+      Range(kd.alpha() >= 0 && kd.alpha() <= 1, "distillation.alpha", "must be in [0, 1]"));
   RETORT_RETURN_IF_ERROR(Range(kd.cache_top_k() >= 0, "distillation.cache_top_k", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(Range(s.threads_per_worker() >= 0 && s.threads_per_worker() <= 1024, "threads_per_worker", "must be in [0, 1024]"));
+  RETORT_RETURN_IF_ERROR(Range(s.threads_per_worker() >= 0 && s.threads_per_worker() <= 1024,
+                               "threads_per_worker", "must be in [0, 1024]"));
   const auto& c = s.checkpoint();
   RETORT_RETURN_IF_ERROR(Range(c.every_steps() >= 0, "checkpoint.every_steps", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(Range(c.keep() >= 1 && c.keep() <= 1000, "checkpoint.keep", "must be in [1, 1000]"));
-  RETORT_RETURN_IF_ERROR(Range(c.replicate_every_steps() >= 0, "checkpoint.replicate_every_steps", "must be >= 0"));
+  RETORT_RETURN_IF_ERROR(
+      Range(c.keep() >= 1 && c.keep() <= 1000, "checkpoint.keep", "must be in [1, 1000]"));
+  RETORT_RETURN_IF_ERROR(
+      Range(c.replicate_every_steps() >= 0, "checkpoint.replicate_every_steps", "must be >= 0"));
   const auto& e = s.elastic();
   RETORT_RETURN_IF_ERROR(Range(e.min_workers() >= 1, "elastic.min_workers", "must be >= 1"));
   RETORT_RETURN_IF_ERROR(Range(e.max_workers() >= e.min_workers() && e.max_workers() <= 100000,
                                "elastic.max_workers", "must be in [min_workers, 100000]"));
-  RETORT_RETURN_IF_ERROR(Range(s.precision() == "float32" || s.precision() == "bfloat16", "precision",
-                               "'" + s.precision() + "' is not float32 or bfloat16"));
+  RETORT_RETURN_IF_ERROR(Range(s.precision() == "float32" || s.precision() == "bfloat16",
+                               "precision", "'" + s.precision() + "' is not float32 or bfloat16"));
   return Status::Ok();
 }
 
@@ -186,7 +220,8 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(source + ": not valid YAML/JSON: " + e.what());
   }
-  if (!root.IsMap()) return InvalidArgumentError(source + ": a job spec must be a mapping of fields");
+  if (!root.IsMap())
+    return InvalidArgumentError(source + ": a job spec must be a mapping of fields");
   std::ostringstream json;
   RETORT_RETURN_IF_ERROR(YamlToJson(root, json, "").WithContext(source));
   v1::JobSpec spec;

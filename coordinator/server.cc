@@ -7,7 +7,8 @@
 
 namespace retort::coordinator {
 
-StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Coordinator* c, const std::string& listen) {
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Coordinator* c,
+                                                                      const std::string& listen) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(c));

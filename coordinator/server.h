@@ -19,8 +19,10 @@ constexpr int kMaxRequestBytes = 4 << 20;
 
 class CoordinatorServer {
  public:
-  // Binds `listen` ("host:port"; port 0 picks a free one). Fails with UNAVAILABLE if it cannot bind.
-  static StatusOr<std::unique_ptr<CoordinatorServer>> Start(Coordinator* coordinator, const std::string& listen);
+  // Binds `listen` ("host:port"; port 0 picks a free one). Fails with UNAVAILABLE if it cannot
+  // bind.
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Start(Coordinator* coordinator,
+                                                            const std::string& listen);
   ~CoordinatorServer();
   int port() const { return port_; }
   // Cancels streams, finishes in-flight calls within `grace_ms`, stops listening.

@@ -8,7 +8,8 @@ namespace {
 
 // Finishes a unary call with the result of a StatusOr-returning Coordinator method.
 template <typename Resp, typename Result>
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, Resp* resp, Result&& result) {
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, Resp* resp,
+                                     Result&& result) {
   auto* reactor = ctx->DefaultReactor();
   if (result.ok()) {
     *resp = std::move(result).value();
@@ -27,20 +28,23 @@ grpc::ServerUnaryReactor* FinishStatus(grpc::CallbackServerContext* ctx, const r
 
 }  // namespace
 
-grpc::ServerUnaryReactor* WorkerServiceImpl::Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
+grpc::ServerUnaryReactor* WorkerServiceImpl::Join(grpc::CallbackServerContext* ctx,
+                                                  const v1::JoinRequest* req,
                                                   v1::JoinResponse* resp) {
   return FinishWith(ctx, resp, c_->Join(*req));
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
-                                                       const v1::HeartbeatRequest* req, v1::HeartbeatResponse* resp) {
+                                                       const v1::HeartbeatRequest* req,
+                                                       v1::HeartbeatResponse* resp) {
   return FinishWith(ctx, resp, c_->Heartbeat(*req));
 }
-grpc::ServerUnaryReactor* WorkerServiceImpl::Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* req,
+grpc::ServerUnaryReactor* WorkerServiceImpl::Leave(grpc::CallbackServerContext* ctx,
+                                                   const v1::LeaveRequest* req,
                                                    v1::LeaveResponse*) {
   return FinishStatus(ctx, c_->Leave(*req));
 }
-grpc::ServerWriteReactor<v1::Generation>* WorkerServiceImpl::WatchGenerations(grpc::CallbackServerContext*,
-                                                                              const v1::WatchGenerationsRequest* req) {
+grpc::ServerWriteReactor<v1::Generation>* WorkerServiceImpl::WatchGenerations(
+    grpc::CallbackServerContext*, const v1::WatchGenerationsRequest* req) {
   return new GenerationStream(c_, req->after_generation());
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportPeerFailure(grpc::CallbackServerContext* ctx,
@@ -48,11 +52,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportPeerFailure(grpc::CallbackSer
                                                                v1::PeerFailureResponse* resp) {
   return FinishWith(ctx, resp, c_->ReportPeerFailure(*req));
 }
-grpc::ServerUnaryReactor* WorkerServiceImpl::KvPut(grpc::CallbackServerContext* ctx, const v1::KvPutRequest* req,
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvPut(grpc::CallbackServerContext* ctx,
+                                                   const v1::KvPutRequest* req,
                                                    v1::KvPutResponse*) {
   return FinishStatus(ctx, c_->KvPut(*req));
 }
-grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* ctx, const v1::KvGetRequest* req,
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* ctx,
+                                                   const v1::KvGetRequest* req,
                                                    v1::KvGetResponse* resp) {
   return FinishWith(ctx, resp, c_->KvGet(*req));
 }
@@ -72,35 +78,43 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::GetCheckpoint(grpc::CallbackServerC
   return FinishWith(ctx, resp, c_->GetCheckpoint(*req));
 }
 
-grpc::ServerUnaryReactor* ControlServiceImpl::Status(grpc::CallbackServerContext* ctx, const v1::StatusRequest*,
+grpc::ServerUnaryReactor* ControlServiceImpl::Status(grpc::CallbackServerContext* ctx,
+                                                     const v1::StatusRequest*,
                                                      v1::StatusResponse* resp) {
   *resp = c_->GetStatus();
   return FinishStatus(ctx, retort::Status::Ok());
 }
-grpc::ServerWriteReactor<v1::Event>* ControlServiceImpl::Watch(grpc::CallbackServerContext*, const v1::WatchRequest*) {
+grpc::ServerWriteReactor<v1::Event>* ControlServiceImpl::Watch(grpc::CallbackServerContext*,
+                                                               const v1::WatchRequest*) {
   return new EventStream(c_);
 }
-grpc::ServerUnaryReactor* ControlServiceImpl::Pause(grpc::CallbackServerContext* ctx, const v1::PauseRequest*,
+grpc::ServerUnaryReactor* ControlServiceImpl::Pause(grpc::CallbackServerContext* ctx,
+                                                    const v1::PauseRequest*,
                                                     v1::ControlResponse* resp) {
   return FinishWith(ctx, resp, c_->Pause());
 }
-grpc::ServerUnaryReactor* ControlServiceImpl::Resume(grpc::CallbackServerContext* ctx, const v1::ResumeRequest*,
+grpc::ServerUnaryReactor* ControlServiceImpl::Resume(grpc::CallbackServerContext* ctx,
+                                                     const v1::ResumeRequest*,
                                                      v1::ControlResponse* resp) {
   return FinishWith(ctx, resp, c_->Resume());
 }
 grpc::ServerUnaryReactor* ControlServiceImpl::Checkpoint(grpc::CallbackServerContext* ctx,
-                                                         const v1::CheckpointRequest*, v1::CheckpointResponse* resp) {
+                                                         const v1::CheckpointRequest*,
+                                                         v1::CheckpointResponse* resp) {
   return FinishWith(ctx, resp, c_->RequestCheckpoint());
 }
-grpc::ServerUnaryReactor* ControlServiceImpl::Scale(grpc::CallbackServerContext* ctx, const v1::ScaleRequest* req,
+grpc::ServerUnaryReactor* ControlServiceImpl::Scale(grpc::CallbackServerContext* ctx,
+                                                    const v1::ScaleRequest* req,
                                                     v1::ControlResponse* resp) {
   return FinishWith(ctx, resp, c_->Scale(*req));
 }
-grpc::ServerUnaryReactor* ControlServiceImpl::Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest* req,
+grpc::ServerUnaryReactor* ControlServiceImpl::Drain(grpc::CallbackServerContext* ctx,
+                                                    const v1::DrainRequest* req,
                                                     v1::ControlResponse* resp) {
   return FinishWith(ctx, resp, c_->Drain(*req));
 }
-grpc::ServerUnaryReactor* ControlServiceImpl::Stop(grpc::CallbackServerContext* ctx, const v1::StopRequest* req,
+grpc::ServerUnaryReactor* ControlServiceImpl::Stop(grpc::CallbackServerContext* ctx,
+                                                   const v1::StopRequest* req,
                                                    v1::ControlResponse* resp) {
   return FinishWith(ctx, resp, c_->Stop(*req));
 }

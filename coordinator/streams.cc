@@ -56,7 +56,8 @@ void EventStream::OnEvent(const v1::Event& event) {
   if (finished_) return;
   if (queue_.size() >= kMaxQueued) {
     finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "watch client too slow; events dropped"));
+    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "watch client too slow; events dropped"));
     return;
   }
   queue_.push_back(event);

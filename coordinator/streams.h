@@ -18,7 +18,8 @@ namespace retort::coordinator {
 
 // Sends generations newer than `after`; when the client is slow, intermediate generations are
 // skipped (workers only ever need the newest).
-class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>, public GenerationListener {
+class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
+                               public GenerationListener {
  public:
   GenerationStream(Coordinator* coordinator, uint64_t after);
   void OnGeneration(std::shared_ptr<const v1::Generation> generation) override;
@@ -31,10 +32,10 @@ class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>, 
 
   Coordinator* const coordinator_;
   std::mutex mu_;
-  uint64_t last_sent_;                                 // GUARDED_BY(mu_)
-  std::shared_ptr<const v1::Generation> pending_;      // GUARDED_BY(mu_)
-  std::shared_ptr<const v1::Generation> in_flight_;    // GUARDED_BY(mu_)
-  bool finished_ = false;                              // GUARDED_BY(mu_)
+  uint64_t last_sent_;                               // GUARDED_BY(mu_)
+  std::shared_ptr<const v1::Generation> pending_;    // GUARDED_BY(mu_)
+  std::shared_ptr<const v1::Generation> in_flight_;  // GUARDED_BY(mu_)
+  bool finished_ = false;                            // GUARDED_BY(mu_)
 };
 
 // Sends every event in order; a client more than kMaxQueued events behind is disconnected with

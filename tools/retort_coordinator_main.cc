@@ -1,6 +1,6 @@
 // retort-coordinator: runs a job's coordinator (membership, generations, checkpoints, control).
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -19,21 +19,30 @@ int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", job_path, log_level = "info", port_file;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
-  ArgParser args("retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
-                 "Runs the coordinator of one retort job: worker membership and generations, the\n"
-                 "optimizer-state sharding plan, coordinated checkpoints and the operator control API\n"
-                 "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.");
+  ArgParser args(
+      "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
+      "Runs the coordinator of one retort job: worker membership and generations, the\n"
+      "optimizer-state sharding plan, coordinated checkpoints and the operator control API\n"
+      "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.");
   args.AddString("listen", &listen, "gRPC listen address host:port (port 0 picks a free port)");
   args.AddString("state-dir", &opts.state_dir, "directory for durable state (required)");
-  args.AddString("job", &job_path, "job spec (YAML or JSON); required on first start, optional on restart");
+  args.AddString("job", &job_path,
+                 "job spec (YAML or JSON); required on first start, optional on restart");
   args.AddInt("heartbeat-interval-ms", &opts.heartbeat_interval_ms, "how often workers heartbeat");
-  args.AddInt("eviction-timeout-ms", &opts.eviction_timeout_ms, "evict a worker silent for this long");
-  args.AddInt("settle-ms", &opts.settle_ms, "form a generation after membership is quiet this long");
-  args.AddInt("min-workers", &opts.min_workers, "override the job's elastic.min_workers (0 = job's)");
-  args.AddInt("max-workers", &opts.max_workers, "override the job's elastic.max_workers (0 = job's)");
-  args.AddString("checkpoint-dir", &opts.checkpoint_dir, "where checkpoints are committed (default STATE_DIR/checkpoints)");
-  args.AddBool("exit-when-finished", &exit_when_finished, "exit once the job is stopped/completed and all workers left");
-  args.AddString("port-file", &port_file, "write the bound port to this file (for launchers and tests)");
+  args.AddInt("eviction-timeout-ms", &opts.eviction_timeout_ms,
+              "evict a worker silent for this long");
+  args.AddInt("settle-ms", &opts.settle_ms,
+              "form a generation after membership is quiet this long");
+  args.AddInt("min-workers", &opts.min_workers,
+              "override the job's elastic.min_workers (0 = job's)");
+  args.AddInt("max-workers", &opts.max_workers,
+              "override the job's elastic.max_workers (0 = job's)");
+  args.AddString("checkpoint-dir", &opts.checkpoint_dir,
+                 "where checkpoints are committed (default STATE_DIR/checkpoints)");
+  args.AddBool("exit-when-finished", &exit_when_finished,
+               "exit once the job is stopped/completed and all workers left");
+  args.AddString("port-file", &port_file,
+                 "write the bound port to this file (for launchers and tests)");
   args.AddString("log-level", &log_level, "debug, info, warning or error");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -43,7 +52,9 @@ int main(int argc, char** argv) {
   if (!*parsed) return 0;
   LogLevel level;
   if (!ParseLogLevel(log_level, &level)) {
-    std::fprintf(stderr, "retort-coordinator: --log-level: '%s' is not debug, info, warning or error\n", log_level.c_str());
+    std::fprintf(stderr,
+                 "retort-coordinator: --log-level: '%s' is not debug, info, warning or error\n",
+                 log_level.c_str());
     return 2;
   }
   SetLogLevel(level);
@@ -55,7 +66,8 @@ int main(int argc, char** argv) {
   if (!job_path.empty()) {
     auto spec = coordinator::LoadJobSpecFile(job_path);
     if (!spec.ok()) {
-      std::fprintf(stderr, "retort-coordinator: invalid job spec: %s\n", spec.status().message().c_str());
+      std::fprintf(stderr, "retort-coordinator: invalid job spec: %s\n",
+                   spec.status().message().c_str());
       return 2;
     }
     job = *spec;
@@ -72,8 +84,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*c)->Start();
-  LOG_INFO("coordinator") << "listening on port " << (*server)->port() << " (job '" << (*c)->GetStatus().job_name()
-                          << "', state dir " << opts.state_dir << ")";
+  LOG_INFO("coordinator") << "listening on port " << (*server)->port() << " (job '"
+                          << (*c)->GetStatus().job_name() << "', state dir " << opts.state_dir
+                          << ")";
   if (!port_file.empty()) {
     Status s = WriteFileAtomically(port_file, std::to_string((*server)->port()) + "\n");
     if (!s.ok()) LOG_ERROR("coordinator") << "writing --port-file: " << s;
@@ -81,13 +94,16 @@ int main(int argc, char** argv) {
   std::atomic<bool> signalled{false};
   coordinator::Coordinator* coord = c->get();
   tools::WatchTerminationSignals([&signalled, coord](int sig) {
-    LOG_INFO("coordinator") << "signal " << sig << ": shutting down (state is durable; restart to resume)";
+    LOG_INFO("coordinator") << "signal " << sig
+                            << ": shutting down (state is durable; restart to resume)";
     signalled = true;
     (void)coord;
   });
   while (!signalled) {
     if (exit_when_finished && coord->WaitFinished(200)) {
-      LOG_INFO("coordinator") << "job finished (" << coordinator::JobStateName(coord->GetStatus().state()) << "); exiting";
+      LOG_INFO("coordinator") << "job finished ("
+                              << coordinator::JobStateName(coord->GetStatus().state())
+                              << "); exiting";
       break;
     }
     if (!exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -63,15 +63,19 @@ int main(int argc, char** argv) {
   bool stop_when_formed = false, print_job = false;
   ArgParser args("retort-run [--job=SPEC.yaml] [--workers=N] [flags]",
                  "Runs a retort job on this machine: one coordinator and N workers on 127.0.0.1.\n"
-                 "Without --job it runs the embedded default (Fashion-MNIST ViT distillation; see --print-job).\n"
+                 "Without --job it runs the embedded default (Fashion-MNIST ViT distillation; see "
+                 "--print-job).\n"
                  "Ctrl-C stops the job gracefully (twice: terminate, three times: kill).");
-  args.AddString("job", &job_path, "job spec (YAML or JSON); default: the embedded Fashion-MNIST job");
+  args.AddString("job", &job_path,
+                 "job spec (YAML or JSON); default: the embedded Fashion-MNIST job");
   args.AddInt("workers", &workers, "number of worker processes");
-  args.AddInt("workers-per-node", &workers_per_node, "simulate nodes of this many workers (0 = all on one node)");
+  args.AddInt("workers-per-node", &workers_per_node,
+              "simulate nodes of this many workers (0 = all on one node)");
   args.AddInt("threads", &threads, "compute threads per worker (0 = the job's threads_per_worker)");
   args.AddString("output-dir", &output_dir, "coordinator state, checkpoints and outputs go here");
   args.AddString("bin-dir", &bin_dir, "directory holding retort-coordinator and retort-worker");
-  args.AddBool("stop-when-formed", &stop_when_formed, "stop the job once all workers formed a generation");
+  args.AddBool("stop-when-formed", &stop_when_formed,
+               "stop the job once all workers formed a generation");
   args.AddInt("timeout-s", &timeout_s, "stop the job after this many seconds (0 = no limit)");
   args.AddBool("print-job", &print_job, "print the job spec that would run, and exit");
   args.AddString("log-level", &log_level, "log level of the coordinator and workers");
@@ -116,13 +120,15 @@ int main(int argc, char** argv) {
   }
 
   tools::ProcessGroup group;
-  int coord = group.Spawn("coordinator", {bin_dir + "/retort-coordinator", "--listen=127.0.0.1:0",
-                                          "--state-dir=" + output_dir + "/state", "--job=" + spec_path,
-                                          "--port-file=" + port_path, "--log-level=" + log_level});
+  int coord =
+      group.Spawn("coordinator", {bin_dir + "/retort-coordinator", "--listen=127.0.0.1:0",
+                                  "--state-dir=" + output_dir + "/state", "--job=" + spec_path,
+                                  "--port-file=" + port_path, "--log-level=" + log_level});
   auto start = std::chrono::steady_clock::now();
   while (!PathExists(port_path)) {
     if (group.Poll(coord)) {
-      std::fprintf(stderr, "retort-run: the coordinator exited with status %d\n", *group.Poll(coord));
+      std::fprintf(stderr, "retort-run: the coordinator exited with status %d\n",
+                   *group.Poll(coord));
       return 1;
     }
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(30)) {
@@ -136,16 +142,18 @@ int main(int argc, char** argv) {
     int node = workers_per_node > 0 ? i / workers_per_node : 0;
     int local = workers_per_node > 0 ? i % workers_per_node : i;
     std::vector<std::string> argv = {bin_dir + "/retort-worker", "--coordinator=" + address,
-                                     "--node=local" + std::to_string(node), "--local-rank=" + std::to_string(local),
+                                     "--node=local" + std::to_string(node),
+                                     "--local-rank=" + std::to_string(local),
                                      "--log-level=" + log_level};
     if (threads > 0) argv.push_back("--threads=" + std::to_string(threads));
     group.Spawn("worker " + std::to_string(i), argv);
   }
-  std::printf("retort-run: job '%s' with %d worker(s); coordinator at %s; output in %s\n", job->name().c_str(),
-              workers, address.c_str(), output_dir.c_str());
+  std::printf("retort-run: job '%s' with %d worker(s); coordinator at %s; output in %s\n",
+              job->name().c_str(), workers, address.c_str(), output_dir.c_str());
   std::fflush(stdout);
 
-  auto control = v1::ControlService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto control =
+      v1::ControlService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   auto call_stop = [&](const std::string& reason) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(2000));
@@ -180,12 +188,14 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < group.size(); ++i) {
       auto rc = group.Poll(static_cast<int>(i));
       if (rc && *rc != 0 && !failed && handled_interrupts == 0) {
-        std::fprintf(stderr, "retort-run: %s exited with status %d; stopping the job\n", group.name(i).c_str(), *rc);
+        std::fprintf(stderr, "retort-run: %s exited with status %d; stopping the job\n",
+                     group.name(i).c_str(), *rc);
         failed = true;
       }
     }
     if (auto rc = group.Poll(coord); rc && !stop_requested && !group.AllExited()) {
-      std::fprintf(stderr, "retort-run: the coordinator exited with status %d; stopping workers\n", *rc);
+      std::fprintf(stderr, "retort-run: the coordinator exited with status %d; stopping workers\n",
+                   *rc);
       failed = failed || *rc != 0;
       group.SignalAll(SIGTERM);
       stop_requested = true;
@@ -194,8 +204,10 @@ int main(int argc, char** argv) {
       if (!call_stop("a worker failed")) group.SignalAll(SIGTERM);
       stop_requested = true;
     }
-    if (timeout_s > 0 && !stop_requested && std::chrono::steady_clock::now() - start > std::chrono::seconds(timeout_s)) {
-      std::printf("retort-run: --timeout-s=%lld reached; stopping the job\n", static_cast<long long>(timeout_s));
+    if (timeout_s > 0 && !stop_requested &&
+        std::chrono::steady_clock::now() - start > std::chrono::seconds(timeout_s)) {
+      std::printf("retort-run: --timeout-s=%lld reached; stopping the job\n",
+                  static_cast<long long>(timeout_s));
       call_stop("launcher timeout");
       stop_requested = true;
     }
@@ -205,15 +217,17 @@ int main(int argc, char** argv) {
     if (!control->Status(&ctx, v1::StatusRequest(), &st).ok()) continue;
     if (st.generation() != shown_generation && st.state() == v1::JOB_STATE_RUNNING) {
       shown_generation = st.generation();
-      std::printf("retort-run: generation %llu: %d worker(s) on %s\n", static_cast<unsigned long long>(st.generation()),
-                  st.members_size(), workers_per_node > 0 ? "several nodes" : "one node");
+      std::printf("retort-run: generation %llu: %d worker(s) on %s\n",
+                  static_cast<unsigned long long>(st.generation()), st.members_size(),
+                  workers_per_node > 0 ? "several nodes" : "one node");
       for (const auto& m : st.members())
-        std::printf("retort-run:   rank %d  %-8s node %s local rank %d\n", m.rank(), m.member_id().c_str(),
-                    m.node().c_str(), m.local_rank());
+        std::printf("retort-run:   rank %d  %-8s node %s local rank %d\n", m.rank(),
+                    m.member_id().c_str(), m.node().c_str(), m.local_rank());
       std::fflush(stdout);
       if (stop_when_formed && st.members_size() == workers && !stop_requested) {
-        std::printf("retort-run: all %d workers formed generation %llu; stopping (--stop-when-formed)\n", workers,
-                    static_cast<unsigned long long>(st.generation()));
+        std::printf(
+            "retort-run: all %d workers formed generation %llu; stopping (--stop-when-formed)\n",
+            workers, static_cast<unsigned long long>(st.generation()));
         call_stop("--stop-when-formed");
         stop_requested = true;
       }
@@ -229,9 +243,12 @@ int main(int argc, char** argv) {
       }
       std::string eta = "?";
       if (st.total_steps() > 0 && sps > 0)
-        eta = FormatDuration(static_cast<double>(st.total_steps() - st.step()) * job->global_batch() / sps);
-      std::printf("retort-run: step %lld%s  loss %.4f  %.0f samples/s  ETA %s\n", static_cast<long long>(st.step()),
-                  st.total_steps() > 0 ? ("/" + std::to_string(st.total_steps())).c_str() : "", loss, sps, eta.c_str());
+        eta = FormatDuration(static_cast<double>(st.total_steps() - st.step()) *
+                             job->global_batch() / sps);
+      std::printf("retort-run: step %lld%s  loss %.4f  %.0f samples/s  ETA %s\n",
+                  static_cast<long long>(st.step()),
+                  st.total_steps() > 0 ? ("/" + std::to_string(st.total_steps())).c_str() : "",
+                  loss, sps, eta.c_str());
       std::fflush(stdout);
     }
   }
@@ -239,7 +256,7 @@ int main(int argc, char** argv) {
   bool ok = !failed && coord_rc == 0;
   for (size_t i = 1; i < group.size(); ++i) ok = ok && *group.Poll(static_cast<int>(i)) == 0;
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("retort-run: %s after %s; state and checkpoints in %s/state\n", ok ? "finished" : "FAILED",
-              FormatDuration(took).c_str(), output_dir.c_str());
+  std::printf("retort-run: %s after %s; state and checkpoints in %s/state\n",
+              ok ? "finished" : "FAILED", FormatDuration(took).c_str(), output_dir.c_str());
   return ok ? 0 : 1;
 }

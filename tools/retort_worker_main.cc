@@ -52,9 +52,9 @@ class LoggingHandler : public worker::GenerationHandler {
   void OnGeneration(const v1::Generation& g, const std::string& member_id, int rank) override {
     if (rank < 0) return;
     const auto& r = g.plan().ranges_size() > rank ? g.plan().ranges(rank) : v1::ShardRange();
-    LOG_INFO("worker") << member_id << " is rank " << rank << " of " << g.members_size() << " in generation "
-                       << g.number() << "; shard [" << r.offset() << ", " << r.offset() + r.count() << ") of "
-                       << g.plan().total_elements();
+    LOG_INFO("worker") << member_id << " is rank " << rank << " of " << g.members_size()
+                       << " in generation " << g.number() << "; shard [" << r.offset() << ", "
+                       << r.offset() + r.count() << ") of " << g.plan().total_elements();
   }
 };
 
@@ -62,23 +62,28 @@ class LoggingHandler : public worker::GenerationHandler {
 
 int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
-  std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1", devices = "cpu";
+  std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1",
+              devices = "cpu";
   std::string health_listen, log_level = "info";
   int local_rank = 0, threads = 0;
   int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0;
-  ArgParser args("retort-worker --coordinator=HOST:PORT [flags]",
-                 "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
-                 "trains its share of every global batch, and leaves at a step boundary on SIGTERM.");
+  ArgParser args(
+      "retort-worker --coordinator=HOST:PORT [flags]",
+      "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
+      "trains its share of every global batch, and leaves at a step boundary on SIGTERM.");
   args.AddString("coordinator", &coordinator, "coordinator address host:port");
   args.AddString("node", &node, "node name; workers on one node get consecutive ranks");
   args.AddInt("local-rank", &local_rank, "index of this worker on its node");
   args.AddString("data-address", &data_address, "address peers reach this worker's data plane at");
   args.AddString("devices", &devices, "devices this worker uses: cpu or cuda:N[,cuda:M]");
   args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
-  args.AddString("health-listen", &health_listen, "serve grpc.health.v1 on host:port (empty = off)");
-  args.AddInt("parameter-count", &parameter_count, "flat parameter buffer size to announce (0 = from the model)");
+  args.AddString("health-listen", &health_listen,
+                 "serve grpc.health.v1 on host:port (empty = off)");
+  args.AddInt("parameter-count", &parameter_count,
+              "flat parameter buffer size to announce (0 = from the model)");
   args.AddInt("rpc-timeout-ms", &rpc_timeout_ms, "deadline of every coordinator RPC");
-  args.AddInt("join-timeout-ms", &join_timeout_ms, "give up when joining takes longer (0 = keep trying)");
+  args.AddInt("join-timeout-ms", &join_timeout_ms,
+              "give up when joining takes longer (0 = keep trying)");
   args.AddString("log-level", &log_level, "debug, info, warning or error");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -88,7 +93,8 @@ int main(int argc, char** argv) {
   if (!*parsed) return 0;
   LogLevel level;
   if (!ParseLogLevel(log_level, &level)) {
-    std::fprintf(stderr, "retort-worker: --log-level: '%s' is not debug, info, warning or error\n", log_level.c_str());
+    std::fprintf(stderr, "retort-worker: --log-level: '%s' is not debug, info, warning or error\n",
+                 log_level.c_str());
     return 2;
   }
   SetLogLevel(level);
@@ -98,7 +104,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (local_rank < 0 || threads < 0 || parameter_count < 0 || rpc_timeout_ms <= 0) {
-    std::fprintf(stderr, "retort-worker: --local-rank, --threads, --parameter-count must be >= 0 and --rpc-timeout-ms > 0\n");
+    std::fprintf(stderr,
+                 "retort-worker: --local-rank, --threads, --parameter-count must be >= 0 and "
+                 "--rpc-timeout-ms > 0\n");
     return 2;
   }
 
@@ -110,7 +118,8 @@ int main(int argc, char** argv) {
     b.AddListeningPort(health_listen, grpc::InsecureServerCredentials(), &port);
     health = b.BuildAndStart();
     if (!health || port == 0) {
-      std::fprintf(stderr, "retort-worker: cannot serve health checks on %s\n", health_listen.c_str());
+      std::fprintf(stderr, "retort-worker: cannot serve health checks on %s\n",
+                   health_listen.c_str());
       return 1;
     }
   }

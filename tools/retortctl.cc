@@ -31,7 +31,8 @@ struct Options {
 const char* kCommands =
     "Commands:\n"
     "  status               job state, generation, members (--json: one JSON object)\n"
-    "  watch                stream events until Ctrl-C (--count N / --for-ms T to stop; --json: JSON lines)\n"
+    "  watch                stream events until Ctrl-C (--count N / --for-ms T to stop; --json: "
+    "JSON lines)\n"
     "  pause | resume       pause or resume training at the next step boundary\n"
     "  checkpoint           take a coordinated checkpoint\n"
     "  scale --min N --max M  change the elastic worker bounds live\n"
@@ -87,20 +88,22 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("job %s: %s, generation %llu, step %lld%s, %d worker(s) (min %d, max %d)", r.job_name().c_str(),
-              StateName(r.state()).c_str(), static_cast<unsigned long long>(r.generation()),
-              static_cast<long long>(r.step()),
-              r.total_steps() > 0 ? ("/" + std::to_string(r.total_steps())).c_str() : "", r.members_size(),
-              r.min_workers(), r.max_workers());
+  std::printf("job %s: %s, generation %llu, step %lld%s, %d worker(s) (min %d, max %d)",
+              r.job_name().c_str(), StateName(r.state()).c_str(),
+              static_cast<unsigned long long>(r.generation()), static_cast<long long>(r.step()),
+              r.total_steps() > 0 ? ("/" + std::to_string(r.total_steps())).c_str() : "",
+              r.members_size(), r.min_workers(), r.max_workers());
   if (r.last_checkpoint_id() > 0)
-    std::printf(", checkpoint %llu at step %lld", static_cast<unsigned long long>(r.last_checkpoint_id()),
+    std::printf(", checkpoint %llu at step %lld",
+                static_cast<unsigned long long>(r.last_checkpoint_id()),
                 static_cast<long long>(r.last_checkpoint_step()));
-  std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %s\n", "RANK", "MEMBER", "NODE", "LOCAL", "STEP", "LOSS",
-              "SAMPLES/S", "HEARTBEAT");
+  std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %s\n", "RANK", "MEMBER", "NODE", "LOCAL",
+              "STEP", "LOSS", "SAMPLES/S", "HEARTBEAT");
   for (const auto& m : r.members()) {
     std::string rank = m.rank() < 0 ? "-" : std::to_string(m.rank());
-    std::printf("%-5s %-10s %-20s %-5d %-8lld %-9.4f %-10.1f %lld ms ago%s\n", rank.c_str(), m.member_id().c_str(),
-                m.node().c_str(), m.local_rank(), static_cast<long long>(m.step()), m.metrics().loss(),
+    std::printf("%-5s %-10s %-20s %-5d %-8lld %-9.4f %-10.1f %lld ms ago%s\n", rank.c_str(),
+                m.member_id().c_str(), m.node().c_str(), m.local_rank(),
+                static_cast<long long>(m.step()), m.metrics().loss(),
                 m.metrics().samples_per_second(), static_cast<long long>(m.last_heartbeat_ms_ago()),
                 m.draining() ? " (draining)" : "");
   }
@@ -115,8 +118,9 @@ int Watch(v1::ControlService::Stub& stub, const Options& o) {
   int64_t seen = 0;
   while (reader->Read(&e)) {
     if (o.json) {
-      std::cout << json{{"unix_ms", e.unix_ms()}, {"kind", e.kind()}, {"message", e.message()},
-                        {"generation", e.generation()}, {"member_id", e.member_id()}, {"state", StateName(e.state())}}
+      std::cout << json{{"unix_ms", e.unix_ms()},     {"kind", e.kind()},
+                        {"message", e.message()},     {"generation", e.generation()},
+                        {"member_id", e.member_id()}, {"state", StateName(e.state())}}
                        .dump()
                 << std::endl;
     } else {
@@ -125,8 +129,8 @@ int Watch(v1::ControlService::Stub& stub, const Options& o) {
       localtime_r(&secs, &tm);
       char buf[32];
       std::strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
-      std::printf("%s.%03lld  %-18s %s\n", buf, static_cast<long long>(e.unix_ms() % 1000), e.kind().c_str(),
-                  e.message().c_str());
+      std::printf("%s.%03lld  %-18s %s\n", buf, static_cast<long long>(e.unix_ms() % 1000),
+                  e.kind().c_str(), e.message().c_str());
       std::fflush(stdout);
     }
     if (o.count > 0 && ++seen >= o.count) {
@@ -141,10 +145,14 @@ int Watch(v1::ControlService::Stub& stub, const Options& o) {
   return 0;
 }
 
-int PrintControl(const std::string& what, const grpc::Status& s, const v1::ControlResponse& r, const Options& o) {
+int PrintControl(const std::string& what, const grpc::Status& s, const v1::ControlResponse& r,
+                 const Options& o) {
   if (!s.ok()) return Fail(what + " " + o.coordinator, s);
-  if (o.json) std::cout << json{{"message", r.message()}, {"state", StateName(r.state())}}.dump() << std::endl;
-  else std::printf("%s (job %s)\n", r.message().c_str(), StateName(r.state()).c_str());
+  if (o.json)
+    std::cout << json{{"message", r.message()}, {"state", StateName(r.state())}}.dump()
+              << std::endl;
+  else
+    std::printf("%s (job %s)\n", r.message().c_str(), StateName(r.state()).c_str());
   return 0;
 }
 
@@ -178,7 +186,8 @@ int main(int argc, char** argv) {
   auto stub = v1::ControlService::NewStub(worker::MakeCoordinatorChannel(o.coordinator));
   const std::string& cmd = o.command;
   if (cmd != "drain" && !o.argument.empty()) {
-    std::fprintf(stderr, "retortctl: %s takes no argument (got '%s')\n", cmd.c_str(), o.argument.c_str());
+    std::fprintf(stderr, "retortctl: %s takes no argument (got '%s')\n", cmd.c_str(),
+                 o.argument.c_str());
     return 2;
   }
   if (cmd == "status") return ShowStatus(*stub, o);
@@ -216,9 +225,13 @@ int main(int argc, char** argv) {
     v1::CheckpointResponse cr;
     grpc::Status s = stub->Checkpoint(&ctx, v1::CheckpointRequest(), &cr);
     if (!s.ok()) return Fail("checkpoint " + o.coordinator, s);
-    if (o.json) std::cout << json{{"checkpoint_id", cr.checkpoint_id()}, {"step", cr.step()}}.dump() << std::endl;
-    else std::printf("checkpoint %llu will be taken at step %lld\n", static_cast<unsigned long long>(cr.checkpoint_id()),
-                     static_cast<long long>(cr.step()));
+    if (o.json)
+      std::cout << json{{"checkpoint_id", cr.checkpoint_id()}, {"step", cr.step()}}.dump()
+                << std::endl;
+    else
+      std::printf("checkpoint %llu will be taken at step %lld\n",
+                  static_cast<unsigned long long>(cr.checkpoint_id()),
+                  static_cast<long long>(cr.step()));
     return 0;
   }
   std::fprintf(stderr, "retortctl: unknown command '%s' (see --help)\n", cmd.c_str());

@@ -29,14 +29,14 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
 }
 
-#define RETORT_UNARY(Method, Req, Resp)                                  \
-  StatusOr<Resp> CoordinatorClient::Method(const Req& r) {               \
-    grpc::ClientContext ctx;                                             \
-    SetDeadline(&ctx);                                                   \
-    Resp resp;                                                           \
-    grpc::Status s = stub_->Method(&ctx, r, &resp);                      \
+#define RETORT_UNARY(Method, Req, Resp)                                        \
+  StatusOr<Resp> CoordinatorClient::Method(const Req& r) {                     \
+    grpc::ClientContext ctx;                                                   \
+    SetDeadline(&ctx);                                                         \
+    Resp resp;                                                                 \
+    grpc::Status s = stub_->Method(&ctx, r, &resp);                            \
     if (!s.ok()) return FromGrpcStatus(s).WithContext(#Method " " + address_); \
-    return resp;                                                         \
+    return resp;                                                               \
   }
 
 RETORT_UNARY(Join, v1::JoinRequest, v1::JoinResponse)
@@ -62,8 +62,8 @@ Status CoordinatorClient::KvPut(const v1::KvPutRequest& r) {
   return FromGrpcStatus(stub_->KvPut(&ctx, r, &resp));
 }
 
-std::unique_ptr<CoordinatorClient::GenerationWatch> CoordinatorClient::WatchGenerations(const std::string& member_id,
-                                                                                       uint64_t after) {
+std::unique_ptr<CoordinatorClient::GenerationWatch> CoordinatorClient::WatchGenerations(
+    const std::string& member_id, uint64_t after) {
   auto w = std::make_unique<GenerationWatch>();
   v1::WatchGenerationsRequest req;
   req.set_member_id(member_id);

@@ -18,16 +18,19 @@ std::string RandomIncarnation() {
 }
 
 bool Retryable(StatusCode c) {
-  return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded || c == StatusCode::kResourceExhausted ||
-         c == StatusCode::kAlreadyExists || c == StatusCode::kAborted || c == StatusCode::kCancelled ||
-         c == StatusCode::kUnknown || c == StatusCode::kInternal;
+  return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded ||
+         c == StatusCode::kResourceExhausted || c == StatusCode::kAlreadyExists ||
+         c == StatusCode::kAborted || c == StatusCode::kCancelled || c == StatusCode::kUnknown ||
+         c == StatusCode::kInternal;
 }
 
 }  // namespace
 
-WorkerAgent::WorkerAgent(WorkerOptions options, CoordinatorClient* client, GenerationHandler* handler)
+WorkerAgent::WorkerAgent(WorkerOptions options, CoordinatorClient* client,
+                         GenerationHandler* handler)
     : options_(std::move(options)), client_(client), handler_(handler) {
-  if (options_.identity.incarnation().empty()) options_.identity.set_incarnation(RandomIncarnation());
+  if (options_.identity.incarnation().empty())
+    options_.identity.set_incarnation(RandomIncarnation());
 }
 
 WorkerAgent::~WorkerAgent() {
@@ -65,7 +68,8 @@ bool WorkerAgent::SleepUnlessStopped(std::chrono::milliseconds d) {
 Status WorkerAgent::JoinWithBackoff() {
   Backoff backoff(std::chrono::milliseconds(options_.join_backoff_initial_ms),
                   std::chrono::milliseconds(options_.join_backoff_max_ms));
-  Deadline deadline = options_.join_timeout_ms > 0 ? Deadline::AfterMs(options_.join_timeout_ms) : Deadline::Never();
+  Deadline deadline = options_.join_timeout_ms > 0 ? Deadline::AfterMs(options_.join_timeout_ms)
+                                                   : Deadline::Never();
   v1::JoinRequest req;
   *req.mutable_identity() = options_.identity;
   req.set_parameter_count(options_.parameter_count);
@@ -80,14 +84,17 @@ Status WorkerAgent::JoinWithBackoff() {
       std::lock_guard<std::mutex> lock(mu_);
       member_id_ = resp->member_id();
       job_ = resp->job();
-      heartbeat_interval_ms_ = resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
-      LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '" << job_.name()
-                         << "', generation " << resp->current_generation() << ")";
+      heartbeat_interval_ms_ =
+          resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
+      LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '"
+                         << job_.name() << "', generation " << resp->current_generation() << ")";
       if (handler_) handler_->OnJoined(*resp);
       return Status::Ok();
     }
     if (!Retryable(resp.status().code())) return resp.status();
-    if (deadline.Expired()) return DeadlineExceededError("could not join within the join timeout: " + resp.status().message());
+    if (deadline.Expired())
+      return DeadlineExceededError("could not join within the join timeout: " +
+                                   resp.status().message());
     if (resp.status().code() != last_logged) {
       LOG_WARN("worker") << "join failed, retrying with backoff: " << resp.status();
       last_logged = resp.status().code();
@@ -115,8 +122,9 @@ void WorkerAgent::WatchLoop() {
       int rank = -1;
       for (const auto& m : gen.members())
         if (m.member_id() == me) rank = m.rank();
-      LOG_INFO("worker") << "GENERATION number=" << gen.number() << " rank=" << rank << " world=" << gen.members_size()
-                         << " nodes=" << gen.nodes_size() << " state=" << gen.state();
+      LOG_INFO("worker") << "GENERATION number=" << gen.number() << " rank=" << rank
+                         << " world=" << gen.members_size() << " nodes=" << gen.nodes_size()
+                         << " state=" << gen.state();
       if (handler_) handler_->OnGeneration(gen, me, rank);
     }
     {
@@ -173,7 +181,8 @@ Status WorkerAgent::Run() {
       }
       continue;
     } else {
-      if (!coordinator_away) LOG_WARN("worker") << "coordinator unreachable, training continues: " << resp.status();
+      if (!coordinator_away)
+        LOG_WARN("worker") << "coordinator unreachable, training continues: " << resp.status();
       coordinator_away = true;
       wait = std::min(wait, reconnect.Next());
     }
@@ -185,8 +194,10 @@ Status WorkerAgent::Run() {
   leave.set_member_id(member_id());
   leave.set_reason(leave_reason);
   Status s = client_->Leave(leave);
-  if (s.ok()) LOG_INFO("worker") << "left the job (" << leave_reason << ")";
-  else if (s.code() != StatusCode::kNotFound) LOG_WARN("worker") << "leave failed: " << s;
+  if (s.ok())
+    LOG_INFO("worker") << "left the job (" << leave_reason << ")";
+  else if (s.code() != StatusCode::kNotFound)
+    LOG_WARN("worker") << "leave failed: " << s;
   return result;
 }
 

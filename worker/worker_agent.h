@@ -36,7 +36,8 @@ class GenerationHandler {
   virtual ~GenerationHandler() = default;
   // A new generation; `member_id` is this worker's id when it is a member, and `rank` its rank
   // (-1 when this worker is not in the generation yet).
-  virtual void OnGeneration(const v1::Generation& generation, const std::string& member_id, int rank) = 0;
+  virtual void OnGeneration(const v1::Generation& generation, const std::string& member_id,
+                            int rank) = 0;
   virtual void OnDirectives(const v1::Directives& directives) {}
   virtual void OnJoined(const v1::JoinResponse& response) {}
 };
@@ -68,11 +69,11 @@ class WorkerAgent {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                // GUARDED_BY(mu_)
-  std::string stop_reason_;          // GUARDED_BY(mu_)
-  std::string member_id_;            // GUARDED_BY(mu_)
-  int64_t step_ = 0, epoch_ = 0;     // GUARDED_BY(mu_)
-  v1::StepMetrics metrics_;          // GUARDED_BY(mu_)
+  bool stop_ = false;                                    // GUARDED_BY(mu_)
+  std::string stop_reason_;                              // GUARDED_BY(mu_)
+  std::string member_id_;                                // GUARDED_BY(mu_)
+  int64_t step_ = 0, epoch_ = 0;                         // GUARDED_BY(mu_)
+  v1::StepMetrics metrics_;                              // GUARDED_BY(mu_)
   CoordinatorClient::GenerationWatch* watch_ = nullptr;  // GUARDED_BY(mu_)
 
   std::atomic<uint64_t> generation_{0};

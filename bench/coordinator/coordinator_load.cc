@@ -62,7 +62,8 @@ ProcSample SampleProcess(pid_t pid) {
 double SelfCpuSeconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 double Percentile(std::vector<double>& v, double p) {
@@ -108,12 +109,15 @@ std::vector<std::string> JoinMembers(Stubs& stubs, int n, int window, const std:
     call->req.mutable_identity()->set_node(prefix + std::to_string(i / 8));
     call->req.mutable_identity()->set_local_rank(i % 8);
     call->req.mutable_identity()->set_incarnation("load");
-    call->req.mutable_identity()->set_data_address("127.0.0.1:" + std::to_string(20000 + i % 40000));
+    call->req.mutable_identity()->set_data_address("127.0.0.1:" +
+                                                   std::to_string(20000 + i % 40000));
     call->req.set_parameter_count(5'000'000);
     stubs[i]->async()->Join(&call->ctx, &call->req, &call->resp, [&, call, i](grpc::Status s) {
       std::lock_guard<std::mutex> lock(mu);
-      if (s.ok()) ids[i] = call->resp.member_id();
-      else std::fprintf(stderr, "join %d failed: %s\n", i, s.error_message().c_str());
+      if (s.ok())
+        ids[i] = call->resp.member_id();
+      else
+        std::fprintf(stderr, "join %d failed: %s\n", i, s.error_message().c_str());
       --in_flight;
       ++done;
       delete call;
@@ -132,12 +136,15 @@ struct Coordinator {
   pid_t pid = 0;
 };
 
-bool StartCoordinator(Coordinator* c, const std::string& bin, const std::string& dir, int max_workers) {
+bool StartCoordinator(Coordinator* c, const std::string& bin, const std::string& dir,
+                      int max_workers) {
   std::string job = dir + "/job.yaml", port = dir + "/port";
-  std::ofstream(job) << "name: load\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\nsteps: 1000\n"
-                     << "elastic: {min_workers: 1, max_workers: " << max_workers << "}\n";
-  c->index = c->group.Spawn("coordinator", {bin, "--state-dir=" + dir + "/state", "--job=" + job,
-                                            "--listen=127.0.0.1:0", "--port-file=" + port, "--log-level=warning"});
+  std::ofstream(job)
+      << "name: load\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\nsteps: 1000\n"
+      << "elastic: {min_workers: 1, max_workers: " << max_workers << "}\n";
+  c->index = c->group.Spawn(
+      "coordinator", {bin, "--state-dir=" + dir + "/state", "--job=" + job, "--listen=127.0.0.1:0",
+                      "--port-file=" + port, "--log-level=warning"});
   auto start = Clock::now();
   while (!PathExists(port)) {
     if (Clock::now() - start > std::chrono::seconds(20) || c->group.Poll(c->index)) return false;
@@ -149,8 +156,8 @@ bool StartCoordinator(Coordinator* c, const std::string& bin, const std::string&
   return c->pid > 0;
 }
 
-void HeartbeatPhase(const std::string& bin, const std::string& dir, int members, int seconds, int interval_ms,
-                    int channels) {
+void HeartbeatPhase(const std::string& bin, const std::string& dir, int members, int seconds,
+                    int interval_ms, int channels) {
   Coordinator c;
   if (!StartCoordinator(&c, bin, dir, members + 16)) {
     std::fprintf(stderr, "coordinator did not start\n");
@@ -160,7 +167,8 @@ void HeartbeatPhase(const std::string& bin, const std::string& dir, int members,
   auto join_start = Clock::now();
   auto ids = JoinMembers(stubs, members, 256, "hb-node-");
   double join_seconds = std::chrono::duration<double>(Clock::now() - join_start).count();
-  int joined = static_cast<int>(std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); }));
+  int joined =
+      static_cast<int>(std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); }));
 
   std::mutex mu;
   std::vector<double> latencies;
@@ -213,30 +221,32 @@ void HeartbeatPhase(const std::string& bin, const std::string& dir, int members,
   ProcSample after = SampleProcess(c.pid);
   double self_after = SelfCpuSeconds();
   auto drain_start = Clock::now();
-  while (in_flight > 0 && Clock::now() - drain_start < std::chrono::seconds(10)) std::this_thread::sleep_for(milliseconds(5));
+  while (in_flight > 0 && Clock::now() - drain_start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(milliseconds(5));
   std::vector<double> lat;
   {
     std::lock_guard<std::mutex> lock(mu);
     lat = latencies;
   }
-  nlohmann::json j{{"bench", "coordinator_heartbeat"},
-                   {"members", members},
-                   {"joined", joined},
-                   {"join_seconds", join_seconds},
-                   {"interval_ms", interval_ms},
-                   {"seconds", phase_seconds},
-                   {"heartbeats_sent", sent.load()},
-                   {"heartbeats_ok", lat.size()},
-                   {"errors", errors.load()},
-                   {"rate_per_s", lat.size() / phase_seconds},
-                   {"p50_ms", Percentile(lat, 0.50)},
-                   {"p99_ms", Percentile(lat, 0.99)},
-                   {"p999_ms", Percentile(lat, 0.999)},
-                   {"max_ms", lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end())},
-                   {"coordinator_cpu_percent", 100.0 * (after.cpu_seconds - before.cpu_seconds) / phase_seconds},
-                   {"coordinator_rss_mb", std::max(peak_rss, after.rss_mb)},
-                   {"loadgen_cpu_percent", 100.0 * (self_after - self_before) / phase_seconds},
-                   {"cores", std::thread::hardware_concurrency()}};
+  nlohmann::json j{
+      {"bench", "coordinator_heartbeat"},
+      {"members", members},
+      {"joined", joined},
+      {"join_seconds", join_seconds},
+      {"interval_ms", interval_ms},
+      {"seconds", phase_seconds},
+      {"heartbeats_sent", sent.load()},
+      {"heartbeats_ok", lat.size()},
+      {"errors", errors.load()},
+      {"rate_per_s", lat.size() / phase_seconds},
+      {"p50_ms", Percentile(lat, 0.50)},
+      {"p99_ms", Percentile(lat, 0.99)},
+      {"p999_ms", Percentile(lat, 0.999)},
+      {"max_ms", lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end())},
+      {"coordinator_cpu_percent", 100.0 * (after.cpu_seconds - before.cpu_seconds) / phase_seconds},
+      {"coordinator_rss_mb", std::max(peak_rss, after.rss_mb)},
+      {"loadgen_cpu_percent", 100.0 * (self_after - self_before) / phase_seconds},
+      {"cores", std::thread::hardware_concurrency()}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   c.group.SignalAll(SIGKILL);
@@ -256,7 +266,8 @@ void FormationPhase(const std::string& bin, const std::string& dir, int members,
   Clock::time_point last_complete;
   class Stream : public grpc::ClientReadReactor<v1::Generation> {
    public:
-    Stream(int want, std::mutex* mu, std::condition_variable* cv, int* complete, Clock::time_point* last)
+    Stream(int want, std::mutex* mu, std::condition_variable* cv, int* complete,
+           Clock::time_point* last)
         : want_(want), mu_(mu), cv_(cv), complete_(complete), last_(last) {}
     void Begin() {
       StartRead(&gen_);
@@ -301,16 +312,18 @@ void FormationPhase(const std::string& bin, const std::string& dir, int members,
     std::unique_lock<std::mutex> lock(mu);
     ok = cv.wait_for(lock, std::chrono::seconds(30), [&] { return complete == members; });
   }
-  double formed_ms = ok ? std::chrono::duration<double, std::milli>(last_complete - last_join).count() : -1;
+  double formed_ms =
+      ok ? std::chrono::duration<double, std::milli>(last_complete - last_join).count() : -1;
   ProcSample sample = SampleProcess(c.pid);
-  nlohmann::json j{{"bench", "coordinator_generation_formation"},
-                   {"members", members},
-                   {"joined", std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); })},
-                   {"join_seconds", std::chrono::duration<double>(last_join - join_start).count()},
-                   {"streams_with_full_generation", complete},
-                   {"last_join_to_all_delivered_ms", formed_ms},
-                   {"coordinator_rss_mb", sample.rss_mb},
-                   {"coordinator_cpu_seconds_total", sample.cpu_seconds}};
+  nlohmann::json j{
+      {"bench", "coordinator_generation_formation"},
+      {"members", members},
+      {"joined", std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); })},
+      {"join_seconds", std::chrono::duration<double>(last_join - join_start).count()},
+      {"streams_with_full_generation", complete},
+      {"last_join_to_all_delivered_ms", formed_ms},
+      {"coordinator_rss_mb", sample.rss_mb},
+      {"coordinator_cpu_seconds_total", sample.cpu_seconds}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   for (auto& s : streams) s->ctx.TryCancel();
@@ -321,10 +334,12 @@ void FormationPhase(const std::string& bin, const std::string& dir, int members,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string bin = std::string(RETORT_BINARY_DIR) + "/tools/retort-coordinator", dir, phase = "all";
+  std::string bin = std::string(RETORT_BINARY_DIR) + "/tools/retort-coordinator", dir,
+              phase = "all";
   int members = 10000, seconds = 20, interval_ms = 1000, formation_members = 1000, channels = 8;
-  ArgParser args("coordinator_load [flags]",
-                 "Simulates many workers against a real retort-coordinator on loopback; prints JSON lines.");
+  ArgParser args(
+      "coordinator_load [flags]",
+      "Simulates many workers against a real retort-coordinator on loopback; prints JSON lines.");
   args.AddString("coordinator-bin", &bin, "path of retort-coordinator");
   args.AddString("dir", &dir, "scratch directory (default: a new one under /tmp)");
   args.AddString("phase", &phase, "heartbeat, formation or all");

@@ -230,7 +230,12 @@ TEST_F(CoordinatorTest, UnknownMemberIsNotFoundAndOversizedValueRejected) {
 
 TEST_F(CoordinatorTest, MaxWorkersBoundsJoinsAndScaleDrainsExcess) {
   Restart(std::nullopt);
-  ASSERT_TRUE(c_->Scale([] { v1::ScaleRequest r; r.set_max_workers(2); return r; }()).ok());
+  ASSERT_TRUE(c_->Scale([] {
+                  v1::ScaleRequest r;
+                  r.set_max_workers(2);
+                  return r;
+                }())
+                  .ok());
   auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
   EXPECT_EQ(c_->Join(Identity("n0", 2)).status().code(), StatusCode::kResourceExhausted);
   Settle();
@@ -252,7 +257,12 @@ TEST_F(CoordinatorTest, MaxWorkersBoundsJoinsAndScaleDrainsExcess) {
 }
 
 TEST_F(CoordinatorTest, BelowMinWorkersTheJobWaits) {
-  ASSERT_TRUE(c_->Scale([] { v1::ScaleRequest r; r.set_min_workers(2); return r; }()).ok());
+  ASSERT_TRUE(c_->Scale([] {
+                  v1::ScaleRequest r;
+                  r.set_min_workers(2);
+                  return r;
+                }())
+                  .ok());
   auto a = JoinOk("n0", 0);
   Settle();
   EXPECT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_WAITING);
@@ -309,7 +319,8 @@ TEST_F(CoordinatorTest, CorruptStateFileRefusesToStartAndIsKept) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(c.status().message().find("state.json"), std::string::npos);
-  EXPECT_EQ(*ReadFileToString(path), "{\"generation\": \"not a number\"") << "the corrupt file must be left alone";
+  EXPECT_EQ(*ReadFileToString(path), "{\"generation\": \"not a number\"")
+      << "the corrupt file must be left alone";
 }
 
 TEST_F(CoordinatorTest, DifferentJobInStateDirIsRefused) {
@@ -358,7 +369,8 @@ TEST_F(CoordinatorTest, CheckpointCommitsManifestAfterAllAcksAndKeepsLastK) {
   ASSERT_TRUE(manifest->found());
   EXPECT_EQ(manifest->manifest().files_size(), 2);
   EXPECT_EQ(manifest->manifest().world_size(), 2);
-  EXPECT_FALSE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000001")) << "keep=2 drops the oldest";
+  EXPECT_FALSE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000001"))
+      << "keep=2 drops the oldest";
   EXPECT_TRUE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000002/MANIFEST.json"));
 }
 

@@ -34,9 +34,10 @@ TEST(JobSpecTest, ParsesYamlAndAppliesDefaults) {
 }
 
 TEST(JobSpecTest, ParsesJson) {
-  auto spec = ParseJobSpec(R"({"teacher": {"preset": "fm-teacher"}, "student": {"preset": "fm-student"},
+  auto spec =
+      ParseJobSpec(R"({"teacher": {"preset": "fm-teacher"}, "student": {"preset": "fm-student"},
                                "epochs": 2, "global_batch": 64})",
-                           "job.json");
+                   "job.json");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->epochs(), 2);
   EXPECT_EQ(spec->global_batch(), 64);
@@ -62,15 +63,18 @@ TEST(JobSpecTest, MalformedSpecsGetPreciseErrors) {
   ExpectError(models + "optimizer: {lr: -1}\n", "optimizer.lr");
   ExpectError(models + "distillation: {alpha: 1.5}\n", "distillation.alpha");
   ExpectError(models + "elastic: {min_workers: 4, max_workers: 2}\n", "elastic.max_workers");
-  ExpectError("teacher: {preset: vit-huge}\nstudent: {preset: fm-student}\n", "unknown preset 'vit-huge'");
-  ExpectError("teacher: {preset: fm-teacher, torchscript_path: /x.pt}\nstudent: {preset: fm-student}\n",
-              "exactly one of preset or torchscript_path");
+  ExpectError("teacher: {preset: vit-huge}\nstudent: {preset: fm-student}\n",
+              "unknown preset 'vit-huge'");
+  ExpectError(
+      "teacher: {preset: fm-teacher, torchscript_path: /x.pt}\nstudent: {preset: fm-student}\n",
+      "exactly one of preset or torchscript_path");
   ExpectError(models + "dataset: {kind: imagenet}\n", "dataset.kind");
   ExpectError(models + "precision: fp8\n", "precision");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {
-  auto spec = ParseJobSpec("name: \"123\"\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n", "j");
+  auto spec = ParseJobSpec(
+      "name: \"123\"\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n", "j");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->name(), "123");
 }

@@ -27,21 +27,25 @@ class MultiProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("retort_mp");
-    std::ofstream(dir_ + "/job.yaml") << "name: mp\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n"
-                                         "steps: 100\nelastic: {min_workers: 1, max_workers: 8}\n";
+    std::ofstream(dir_ + "/job.yaml")
+        << "name: mp\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n"
+           "steps: 100\nelastic: {min_workers: 1, max_workers: 8}\n";
     StartCoordinator("127.0.0.1:0");
-    ASSERT_TRUE(WaitFor([&] { return PathExists(dir_ + "/port"); }, milliseconds(10000))) << coordinator_->Log();
+    ASSERT_TRUE(WaitFor([&] { return PathExists(dir_ + "/port"); }, milliseconds(10000)))
+        << coordinator_->Log();
     port_ = std::stoi(*ReadFileToString(dir_ + "/port"));
     address_ = "127.0.0.1:" + std::to_string(port_);
-    control_ = v1::ControlService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    control_ = v1::ControlService::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
   void StartCoordinator(const std::string& listen) {
     coordinator_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/state",
-                                 "--job=" + dir_ + "/job.yaml", "--listen=" + listen, "--port-file=" + dir_ + "/port",
-                                 "--eviction-timeout-ms=" + std::to_string(kEvictionMs),
-                                 "--heartbeat-interval-ms=250", "--settle-ms=" + std::to_string(kSettleMs)},
+        std::vector<std::string>{
+            BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/state",
+            "--job=" + dir_ + "/job.yaml", "--listen=" + listen, "--port-file=" + dir_ + "/port",
+            "--eviction-timeout-ms=" + std::to_string(kEvictionMs), "--heartbeat-interval-ms=250",
+            "--settle-ms=" + std::to_string(kSettleMs)},
         dir_ + "/coordinator.log");
   }
 
@@ -49,7 +53,8 @@ class MultiProcessTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       workers_.push_back(std::make_unique<Subprocess>(
           std::vector<std::string>{BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
-                                   "--node=node" + std::to_string(i / 2), "--local-rank=" + std::to_string(i % 2),
+                                   "--node=node" + std::to_string(i / 2),
+                                   "--local-rank=" + std::to_string(i % 2),
                                    "--parameter-count=1000", "--rpc-timeout-ms=1000"},
           dir_ + "/worker" + std::to_string(workers_.size()) + ".log"));
     }
@@ -101,7 +106,8 @@ TEST_F(MultiProcessTest, ThreeWorkersFormAGeneration) {
   uint64_t gen = 0;
   ASSERT_TRUE(WaitFor([&] { return FormedWith(3, &gen); }, milliseconds(10000))) << Logs();
   for (auto& w : workers_)
-    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*w) == gen; }, milliseconds(3000))) << w->Log();
+    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*w) == gen; }, milliseconds(3000)))
+        << w->Log();
   auto s = Status();
   EXPECT_EQ(s->members(0).node(), "node0");
   EXPECT_EQ(s->members(1).node(), "node0");
@@ -119,8 +125,10 @@ TEST_F(MultiProcessTest, KillNineWorkerSurvivorsSeeNewGenerationWithinEvictionDe
   uint64_t next = 0;
   ASSERT_TRUE(WaitFor([&] { return FormedWith(2, &next) && next > gen; }, deadline)) << Logs();
   for (int i : {0, 2})
-    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*workers_[i]) >= next; }, milliseconds(500))) << Logs();
-  auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at).count();
+    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*workers_[i]) >= next; }, milliseconds(500)))
+        << Logs();
+  auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at)
+                  .count();
   EXPECT_LE(took, deadline.count());
   std::cout << "[ measured ] kill -9 to survivors' new generation: " << took << " ms\n";
 }
@@ -132,13 +140,15 @@ TEST_F(MultiProcessTest, KillNineCoordinatorRestartWorkersRejoinUnderLargerGener
   coordinator_->Signal(SIGKILL);
   ASSERT_TRUE(coordinator_->Wait(milliseconds(5000)).has_value());
   std::this_thread::sleep_for(milliseconds(500));  // workers notice the coordinator is away
-  for (auto& w : workers_) EXPECT_TRUE(w->Running()) << "workers keep running while the coordinator is away";
+  for (auto& w : workers_)
+    EXPECT_TRUE(w->Running()) << "workers keep running while the coordinator is away";
   StartCoordinator("127.0.0.1:" + std::to_string(port_));
   uint64_t next = 0;
   ASSERT_TRUE(WaitFor([&] { return FormedWith(3, &next); }, milliseconds(15000))) << Logs();
   EXPECT_GT(next, gen);
   for (auto& w : workers_)
-    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*w) == next; }, milliseconds(3000))) << Logs();
+    EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*w) == next; }, milliseconds(3000)))
+        << Logs();
 }
 
 TEST_F(MultiProcessTest, SigtermWorkerLeavesCleanly) {
@@ -152,7 +162,8 @@ TEST_F(MultiProcessTest, SigtermWorkerLeavesCleanly) {
   EXPECT_NE(workers_[0]->Log().find("left the job (SIGTERM)"), std::string::npos) << Logs();
   uint64_t next = 0;
   // Leaving is immediate (no eviction wait): only the settle time.
-  EXPECT_TRUE(WaitFor([&] { return FormedWith(1, &next); }, milliseconds(kSettleMs + 1000))) << Logs();
+  EXPECT_TRUE(WaitFor([&] { return FormedWith(1, &next); }, milliseconds(kSettleMs + 1000)))
+      << Logs();
 }
 
 TEST_F(MultiProcessTest, RetortctlStatusJsonDrainStopAndErrors) {
@@ -161,7 +172,8 @@ TEST_F(MultiProcessTest, RetortctlStatusJsonDrainStopAndErrors) {
   ASSERT_TRUE(WaitFor([&] { return FormedWith(2, &gen); }, milliseconds(10000))) << Logs();
   const std::string ctl = BinaryPath("tools/retortctl"), coord = "--coordinator=" + address_;
   std::string out;
-  ASSERT_EQ(testing::RunCommand({ctl, coord, "status", "--json"}, &out, milliseconds(10000)), 0) << out;
+  ASSERT_EQ(testing::RunCommand({ctl, coord, "status", "--json"}, &out, milliseconds(10000)), 0)
+      << out;
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["generation"].get<uint64_t>(), gen);
   EXPECT_EQ(j["state"], "running");
@@ -174,17 +186,20 @@ TEST_F(MultiProcessTest, RetortctlStatusJsonDrainStopAndErrors) {
   EXPECT_NE(out.find("RANK"), std::string::npos);
   EXPECT_NE(out.find(victim), std::string::npos);
 
-  EXPECT_EQ(testing::RunCommand({ctl, coord, "scale", "--min=3", "--max=2"}, &out, milliseconds(10000)), 1);
+  EXPECT_EQ(
+      testing::RunCommand({ctl, coord, "scale", "--min=3", "--max=2"}, &out, milliseconds(10000)),
+      1);
   EXPECT_NE(out.find("INVALID_ARGUMENT"), std::string::npos) << out;
   EXPECT_EQ(testing::RunCommand({ctl, coord, "drain", "w0-0"}, &out, milliseconds(10000)), 1);
   EXPECT_NE(out.find("NOT_FOUND"), std::string::npos) << out;
   EXPECT_EQ(testing::RunCommand({ctl, coord, "frobnicate"}, &out, milliseconds(10000)), 2);
-  EXPECT_EQ(testing::RunCommand({ctl, "--coordinator=127.0.0.1:1", "--timeout-ms=500", "status"}, &out,
-                                milliseconds(5000)),
+  EXPECT_EQ(testing::RunCommand({ctl, "--coordinator=127.0.0.1:1", "--timeout-ms=500", "status"},
+                                &out, milliseconds(5000)),
             1);
   EXPECT_NE(out.find("UNAVAILABLE"), std::string::npos) << out;
 
-  ASSERT_EQ(testing::RunCommand({ctl, coord, "drain", victim}, &out, milliseconds(10000)), 0) << out;
+  ASSERT_EQ(testing::RunCommand({ctl, coord, "drain", victim}, &out, milliseconds(10000)), 0)
+      << out;
   auto rc = workers_[1]->Wait(milliseconds(5000));
   ASSERT_TRUE(rc.has_value()) << Logs();
   EXPECT_EQ(*rc, 0);
@@ -203,12 +218,15 @@ TEST_F(MultiProcessTest, BinariesRejectBadFlagsAndPrintHelp) {
   for (const char* bin : {"tools/retort-coordinator", "tools/retort-worker", "tools/retortctl"}) {
     EXPECT_EQ(testing::RunCommand({BinaryPath(bin), "--help"}, &out, milliseconds(5000)), 0) << bin;
     EXPECT_NE(out.find("Usage:"), std::string::npos) << bin;
-    EXPECT_EQ(testing::RunCommand({BinaryPath(bin), "--no-such-flag=1"}, &out, milliseconds(5000)), 2) << bin;
+    EXPECT_EQ(testing::RunCommand({BinaryPath(bin), "--no-such-flag=1"}, &out, milliseconds(5000)),
+              2)
+        << bin;
     EXPECT_NE(out.find("unknown flag --no-such-flag"), std::string::npos) << out;
   }
-  std::ofstream(dir_ + "/bad.yaml") << "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\nstpes: 3\n";
-  EXPECT_EQ(testing::RunCommand({BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/s2",
-                                 "--job=" + dir_ + "/bad.yaml"},
+  std::ofstream(dir_ + "/bad.yaml")
+      << "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\nstpes: 3\n";
+  EXPECT_EQ(testing::RunCommand({BinaryPath("tools/retort-coordinator"),
+                                 "--state-dir=" + dir_ + "/s2", "--job=" + dir_ + "/bad.yaml"},
                                 &out, milliseconds(5000)),
             2);
   EXPECT_NE(out.find("stpes"), std::string::npos) << out;

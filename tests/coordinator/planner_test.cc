@@ -27,7 +27,8 @@ TEST(PlannerTest, PlansAreContiguousAlignedBalancedAndCovering) {
   for (int64_t total : {0LL, 1LL, 63LL, 64LL, 65LL, 1000LL, 99991LL, 5'000'000LL})
     for (int world : {1, 2, 3, 4, 7, 16})
       for (int64_t align : {1LL, 64LL}) {
-        SCOPED_TRACE(testing::Message() << "total=" << total << " world=" << world << " align=" << align);
+        SCOPED_TRACE(testing::Message()
+                     << "total=" << total << " world=" << world << " align=" << align);
         ExpectValidPlan(ComputeShardingPlan(total, world, align), total, world, align);
       }
 }
@@ -53,7 +54,8 @@ TEST(PlannerTest, RanksAreNodeMajorAndNodeGroupsConsecutive) {
   EXPECT_EQ(order, (std::vector<std::string>{"b", "d", "c", "a", "e"}));
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[0].node(), "node-a");
-  EXPECT_EQ(std::vector<int>(nodes[1].ranks().begin(), nodes[1].ranks().end()), (std::vector<int>{2, 3}));
+  EXPECT_EQ(std::vector<int>(nodes[1].ranks().begin(), nodes[1].ranks().end()),
+            (std::vector<int>{2, 3}));
   for (size_t i = 0; i < members.size(); ++i) {
     EXPECT_EQ(members[i].rank(), static_cast<int>(i));
     EXPECT_EQ(nodes[members[i].node_index()].node(), members[i].identity().node());

@@ -11,7 +11,8 @@
 
 namespace retort::testing {
 
-Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path) : log_path_(std::move(log_path)) {
+Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
+    : log_path_(std::move(log_path)) {
   pid_ = fork();
   if (pid_ == 0) {
     int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -82,9 +83,12 @@ std::string MakeTempDir(const std::string& prefix) {
   return d ? d : "/tmp";
 }
 
-std::string BinaryPath(const std::string& relative) { return std::string(RETORT_BINARY_DIR) + "/" + relative; }
+std::string BinaryPath(const std::string& relative) {
+  return std::string(RETORT_BINARY_DIR) + "/" + relative;
+}
 
-int RunCommand(const std::vector<std::string>& argv, std::string* out, std::chrono::milliseconds timeout) {
+int RunCommand(const std::vector<std::string>& argv, std::string* out,
+               std::chrono::milliseconds timeout) {
   std::string path = MakeTempDir("retort_cmd") + "/out";
   int code;
   {

@@ -44,6 +44,7 @@ std::string MakeTempDir(const std::string& prefix);
 std::string BinaryPath(const std::string& relative);
 
 // Runs a command to completion (bounded by timeout), capturing stdout; returns exit code.
-int RunCommand(const std::vector<std::string>& argv, std::string* out, std::chrono::milliseconds timeout);
+int RunCommand(const std::vector<std::string>& argv, std::string* out,
+               std::chrono::milliseconds timeout);
 
 }  // namespace retort::testing
