@@ -79,7 +79,7 @@ case "$check" in
     ;;
   selftest)
     need_node
-    node --test "$here/test/"
+    node --test "$here"/test/*.test.mjs
     ;;
   -h | --help | "")
     usage
