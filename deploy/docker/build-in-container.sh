@@ -60,10 +60,25 @@ owner_of() {
   return 0
 }
 
+ldd_out=$(for binary in "${binaries[@]}"; do
+  LD_LIBRARY_PATH="$stage/opt/retort/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    ldd "$stage/opt/retort/bin/$binary" || {
+    echo "build-in-container: ldd $binary failed" >&2
+    exit 1
+  }
+done)
+# The GPU driver's libraries (libcuda, libnvidia-*) come from the host at run time (NVIDIA
+# container toolkit), never from the image, and are absent from a build machine.
+unresolved=$(grep 'not found' <<<"$ldd_out" | grep -Ev '^\s*(libcuda\.so|libnvidia-)' | sort -u || true)
+if [[ -n "$unresolved" ]]; then
+  echo "build-in-container: unresolved libraries:" >&2
+  echo "$unresolved" >&2
+  exit 1
+fi
+
 packages=()
 while read -r lib; do
   case "$(basename "$lib")" in
-    # The GPU driver's libraries come from the host (NVIDIA container toolkit), never the image.
     libcuda.so* | libnvidia-*) continue ;;
   esac
   package=$(owner_of "$lib")
@@ -72,10 +87,7 @@ while read -r lib; do
   elif [[ ! -e "$stage/opt/retort/lib/$(basename "$lib")" ]]; then
     cp -L "$lib" "$stage/opt/retort/lib/"
   fi
-done < <(for binary in "${binaries[@]}"; do
-  LD_LIBRARY_PATH="$stage/opt/retort/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    ldd "$stage/opt/retort/bin/$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
-done | sort -u)
+done < <(awk '$2 == "=>" && $3 ~ /^\// { print $3 }' <<<"$ldd_out" | sort -u)
 
 printf '%s\n' "${packages[@]}" | sort -u >"$stage/runtime-packages.txt"
 if grep -Ex '(gcc|g\+\+|cpp|clang|cmake|build-essential|ninja-build)(-[0-9.]+)?' "$stage/runtime-packages.txt"; then

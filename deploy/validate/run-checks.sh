@@ -6,6 +6,8 @@
 #   policy OVERLAY       render, then check retort's deployment rules (cpu or gpu overlay)
 #   flags BUILD_DIR      entrypoints and flags of every overlay and the README's retortctl lines
 #                        against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
+#   stage BUILD_DIR      stage BUILD_DIR/tools' binaries as the image build does (all libraries
+#                        resolved, owned by packages or vendored, no compiler in the runtime set)
 #   yamllint             lint every YAML file under deploy/ (deploy/yamllint.yaml)
 #   docker               static checks of deploy/docker (Dockerfiles and image build scripts)
 #   selftest             the checkers themselves, on fakes and broken manifests
@@ -14,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 deploy=$(dirname "$here")
 root=$(dirname "$deploy")
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run-checks: $*" >&2; exit 1; }
 
 need_node() {
@@ -25,10 +27,10 @@ need_node() {
 
 render() {
   local overlay=$1 out=$2
-  command -v kubectl >/dev/null || die "kubectl not found (run scripts/setup)"
+  command -v kubectl >/dev/null || die "kubectl not found (needs kubectl 1.21+, with kustomize v4+)"
   [[ -f "$deploy/k8s/overlays/$overlay/kustomization.yaml" ]] || die "no overlay $overlay"
   kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$out" ||
-    die "kubectl kustomize deploy/k8s/overlays/$overlay failed"
+    die "kubectl kustomize deploy/k8s/overlays/$overlay failed (needs kubectl 1.21+, with kustomize v4+)"
   [[ -s "$out" ]] || die "overlay $overlay rendered nothing"
 }
 
@@ -64,6 +66,14 @@ case "$check" in
       rendered+=("$tmp/$name.yaml")
     done
     node "$here/check-flags.mjs" --bin-dir="$1/tools" --readme="$deploy/README.md" "${rendered[@]}"
+    ;;
+  stage)
+    (($# == 1)) || die "usage: stage BUILD_DIR"
+    RETORT_BUILD_DIR=$1 "$deploy/docker/build-in-container.sh" --stage-only "$root" "$tmp/stage"
+    for binary in retort-coordinator retort-worker retortctl; do
+      help=$(timeout 10 "$tmp/stage/opt/retort/bin/$binary" --help 2>&1 || true)
+      grep -Eq '^  --' <<<"$help" || die "staged $binary does not run: $help"
+    done
     ;;
   yamllint)
     command -v yamllint >/dev/null || die "yamllint not found (run scripts/setup)"
