@@ -51,45 +51,83 @@ for dir in "${lib_dirs[@]}"; do
   find "$dir" -maxdepth 1 -name '*.so*' \( -type f -o -type l \) -exec cp -a -t "$stage/opt/retort/lib" {} +
 done
 
-# The package that owns a library file, or nothing (also tries the /usr-merged twin path).
-owner_of() {
-  local path=$1 candidate
-  for candidate in "$path" "$(readlink -f "$path")" "/usr$path" "${path#/usr}"; do
-    dpkg-query -S "$candidate" 2>/dev/null | head -n1 | cut -d: -f1 && return 0
-  done
-  return 0
-}
+lib_dir=$stage/opt/retort/lib
+run_ldd() { LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$1"; }
+# The GPU driver's libraries (libcuda, libnvidia-*) come from the host at run time (NVIDIA
+# container toolkit), never from the image, and are absent from a build machine.
+is_driver_lib() { [[ $1 == libcuda.so* || $1 == libnvidia-* ]]; }
 
+# Every library the binaries load (ldd lists the whole closure); none may be missing.
 ldd_out=$(for binary in "${binaries[@]}"; do
-  LD_LIBRARY_PATH="$stage/opt/retort/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    ldd "$stage/opt/retort/bin/$binary" || {
+  run_ldd "$stage/opt/retort/bin/$binary" || {
     echo "build-in-container: ldd $binary failed" >&2
     exit 1
   }
 done)
-# The GPU driver's libraries (libcuda, libnvidia-*) come from the host at run time (NVIDIA
-# container toolkit), never from the image, and are absent from a build machine.
 unresolved=$(grep 'not found' <<<"$ldd_out" | grep -Ev '^\s*(libcuda\.so|libnvidia-)' | sort -u || true)
 if [[ -n "$unresolved" ]]; then
   echo "build-in-container: unresolved libraries:" >&2
   echo "$unresolved" >&2
   exit 1
 fi
+# Vendored libraries add their own closures (for names only; dlopen'd ones may lack deps here).
+for lib in "$lib_dir"/*.so*; do
+  [[ -f "$lib" ]] && ldd_out+=$'\n'$(run_ldd "$lib" 2>/dev/null || true)
+done
+declare -A path_of=()
+while read -r name path; do
+  path_of[$name]=$path
+done < <(awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' <<<"$ldd_out" | sort -u)
 
-packages=()
-while read -r lib; do
-  case "$(basename "$lib")" in
-    libcuda.so* | libnvidia-*) continue ;;
-  esac
-  package=$(owner_of "$lib")
-  if [[ -n "$package" ]]; then
-    packages+=("$package")
-  elif [[ ! -e "$stage/opt/retort/lib/$(basename "$lib")" ]]; then
-    cp -L "$lib" "$stage/opt/retort/lib/"
-  fi
-done < <(awk '$2 == "=>" && $3 ~ /^\// { print $3 }' <<<"$ldd_out" | sort -u)
+# Owning packages of all those files in one dpkg-query call (it is slow per call). ldd's path
+# can differ from the one dpkg recorded (alternatives such as libblas.so.3, usrmerge): try the
+# resolved link and the /usr twin as well.
+candidates_of() { printf '%s\n' "$1" "$(readlink -f "$1")" "/usr$1" "${1#/usr}" | awk '!seen[$0]++'; }
+declare -A owner_of=()
+mapfile -t all_candidates < <(for path in "${path_of[@]}"; do candidates_of "$path"; done | sort -u)
+while IFS= read -r line; do
+  [[ $line == diversion* || $line != *": /"* ]] && continue
+  owner=${line%%: /*}
+  owner_of["/${line#*: /}"]=${owner%%[:,]*}
+done < <(dpkg-query -S "${all_candidates[@]}" 2>/dev/null || true)
+owner() {
+  local candidate
+  while read -r candidate; do
+    if [[ -n "${owner_of[$candidate]:-}" ]]; then
+      echo "${owner_of[$candidate]}"
+      return
+    fi
+  done < <(candidates_of "$1")
+}
 
-printf '%s\n' "${packages[@]}" | sort -u >"$stage/runtime-packages.txt"
+# Walk direct dependencies (NEEDED) from the binaries and the vendored libraries: a library a
+# package owns becomes that package (apt brings its own dependencies), any other one is copied
+# into lib/ and walked in turn.
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*Shared library: \[\(.*\)\]/\1/p'; }
+queue=()
+for binary in "${binaries[@]}"; do queue+=("$stage/opt/retort/bin/$binary"); done
+for lib in "$lib_dir"/*.so*; do [[ -f "$lib" ]] && queue+=("$lib"); done
+declare -A packages=() seen=()
+while ((${#queue[@]} > 0)); do
+  object=${queue[0]}
+  queue=("${queue[@]:1}")
+  while read -r name; do
+    [[ -n "$name" && -z "${seen[$name]:-}" ]] || continue
+    seen[$name]=1
+    is_driver_lib "$name" && continue
+    path=${path_of[$name]:-}
+    [[ -n "$path" && $path != "$lib_dir"/* ]] || continue
+    package=$(owner "$path")
+    if [[ -n "$package" ]]; then
+      packages[$package]=1
+    elif [[ ! -e "$lib_dir/$name" ]]; then
+      cp -L "$path" "$lib_dir/$name"
+      queue+=("$lib_dir/$name")
+    fi
+  done < <(needed "$object")
+done
+
+printf '%s\n' "${!packages[@]}" | sort >"$stage/runtime-packages.txt"
 if grep -Ex '(gcc|g\+\+|cpp|clang|cmake|build-essential|ninja-build)(-[0-9.]+)?' "$stage/runtime-packages.txt"; then
   echo "build-in-container: a compiler would end up in the runtime image" >&2
   exit 1
