@@ -163,6 +163,10 @@ function checkWorkers(objects, errors, context) {
   if (!(pod.spec.terminationGracePeriodSeconds >= 60)) {
     errors.push(`${name}: terminationGracePeriodSeconds must be >= 60 (SIGTERM drains at a step boundary)`);
   }
+  const budget = objects.find((o) => o.kind === "PodDisruptionBudget" && selects(o.spec.selector?.matchLabels, pod.metadata.labels));
+  if (!budget || budget.spec.maxUnavailable !== 1) {
+    errors.push(`${name}: needs a PodDisruptionBudget with maxUnavailable 1 (drains evict one worker at a time)`);
+  }
   const container = pod.spec.containers[0];
   const fieldOf = (flag) => {
     const m = /^\$\((\w+)\)$/.exec(flagValue(container, flag) ?? "");

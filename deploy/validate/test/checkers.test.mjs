@@ -112,7 +112,8 @@ test("policy check passes each overlay and names violations in a broken one", ()
     .replace("terminationGracePeriodSeconds: 60", "terminationGracePeriodSeconds: 5")
     .replace("- ReadWriteMany", "- ReadWriteOnce")
     .replace("global_batch: 256", "global_batch: 256\n    batch_size: 64")
-    .replace("--coordinator=retort-coordinator.", "--coordinator=coordinator.");
+    .replace("--coordinator=retort-coordinator.", "--coordinator=coordinator.")
+    .replace("maxUnavailable: 1", "maxUnavailable: 3");
   const result = run("check-policy.mjs", ["--accelerator=cpu", writeTemp("broken.yaml", broken)]);
   assert.equal(result.status, 1);
   for (const expected of [
@@ -122,6 +123,7 @@ test("policy check passes each overlay and names violations in a broken one", ()
     /PersistentVolumeClaim\/retort-shared: must be ReadWriteMany/,
     /job spec: batch_size: unknown field \(not in retort.v1.JobSpec\)/,
     /--coordinator=coordinator\.\$\(POD_NAMESPACE\)\.svc:7070 is not the coordinator Service/,
+    /needs a PodDisruptionBudget with maxUnavailable 1/,
   ]) {
     assert.match(result.output, expected);
   }
