@@ -9,7 +9,7 @@
 #   stage BUILD_DIR      stage BUILD_DIR/tools' binaries as the image build does (all libraries
 #                        resolved, owned by packages or vendored, no compiler in the runtime set)
 #   yamllint             lint every YAML file under deploy/ (deploy/yamllint.yaml)
-#   docker               static checks of deploy/docker (Dockerfiles and image build scripts)
+#   docker               static checks of deploy/docker (Dockerfiles, image scripts; shellcheck)
 #   selftest             the checkers themselves, on fakes and broken manifests
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,7 +85,11 @@ case "$check" in
     ;;
   docker)
     need_node
+    command -v shellcheck >/dev/null || die "shellcheck not found (run scripts/setup)"
     node "$here/check-docker.mjs" "$root"
+    mapfile -t scripts < <(find "$deploy" -path "$here/node_modules" -prune -o -name '*.sh' -type f -print | sort)
+    shellcheck --shell=bash "${scripts[@]}"
+    echo "shellcheck: ${#scripts[@]} scripts clean"
     ;;
   selftest)
     need_node
