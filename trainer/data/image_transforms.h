@@ -1,0 +1,60 @@
+// Image geometry and pixel transforms for the data pipeline, std-only. Inputs are 8-bit
+// interleaved (HWC) images; outputs are normalised float CHW, the layout of Batch::images.
+// All randomness comes from a SplitMix64 seeded with the sample's augmentation seed, so every
+// transform is reproducible bit for bit. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "trainer/data/random.h"
+
+namespace retort::trainer::data {
+
+// A rectangle of the source image, in source pixels.
+struct CropBox {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+struct RandomResizedCropOptions {
+  double min_scale = 0.08;
+  double max_scale = 1.0;
+  double min_ratio = 3.0 / 4.0;
+  double max_ratio = 4.0 / 3.0;
+};
+
+// torchvision's RandomResizedCrop.get_params: up to 10 tries of an area fraction uniform in
+// [min_scale, max_scale] and a log-uniform aspect ratio; falls back to the largest central crop
+// with the ratio clamped into range.
+CropBox RandomResizedCropBox(int width, int height, const RandomResizedCropOptions& options,
+                             SplitMix64& rng);
+
+// Central crop covering `fraction` of each side (the usual eval transform uses 0.875 = 224/256).
+CropBox CenterCropBox(int width, int height, double fraction);
+
+// Per-channel normalisation: out = (x / 255 - mean[c]) / std[c].
+struct Normalization {
+  float mean[3] = {0.f, 0.f, 0.f};
+  float std[3] = {1.f, 1.f, 1.f};
+};
+Normalization ImageNetNormalization();
+Normalization FashionMnistNormalization();
+
+// Crops `box` out of `src` (height x width x channels, row-major, 8-bit), resizes it bilinearly
+// to out_height x out_width (half-pixel centres, like torch's align_corners=false), mirrors it
+// horizontally when `flip`, normalises and writes channels x out_height x out_width floats.
+// Precondition: box lies inside the image, channels <= 3.
+void CropResizeNormalize(const uint8_t* src, int width, int height, int channels, CropBox box,
+                         int out_width, int out_height, bool flip, const Normalization& norm,
+                         float* out);
+
+// The CIFAR/Fashion-MNIST training augmentation: pads a single-channel width x height image by
+// `padding` zero pixels on each side, takes a random width x height window of the padded image
+// and, when `allow_flip`, mirrors it with probability 1/2, then normalises into `out`
+// (height x width floats). `rng == nullptr` means no augmentation (plain normalisation).
+void PadCropFlipNormalize(const uint8_t* src, int width, int height, int padding, bool allow_flip,
+                          const Normalization& norm, SplitMix64* rng, float* out);
+
+}  // namespace retort::trainer::data
