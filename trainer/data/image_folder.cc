@@ -152,22 +152,15 @@ Status ImageFolderDataset::Get(int64_t index, uint64_t augmentation_seed, float*
                             : 1;
   StatusOr<DecodedImage> image = DecodeImage(data, bytes.size(), downscale);
   if (!image.ok()) return image.status().WithContext(entry.path);
+  CropRegion region = box;
   if (downscale != 1) {
-    // Map the crop box into the downscaled image.
-    const double sx = static_cast<double>(image->width) / info->width;
-    const double sy = static_cast<double>(image->height) / info->height;
-    CropBox scaled;
-    scaled.x = std::min(static_cast<int>(box.x * sx), image->width - 1);
-    scaled.y = std::min(static_cast<int>(box.y * sy), image->height - 1);
-    scaled.width =
-        std::clamp(static_cast<int>(std::lround(box.width * sx)), 1, image->width - scaled.x);
-    scaled.height =
-        std::clamp(static_cast<int>(std::lround(box.height * sy)), 1, image->height - scaled.y);
-    box = scaled;
+    // The same region in the downscaled image (continuous coordinates, no rounding).
+    region = region.Scaled(static_cast<double>(image->width) / info->width,
+                           static_cast<double>(image->height) / info->height);
   }
   static const Normalization kNorm = ImageNetNormalization();
-  CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels, box, size,
-                      size, flip, kNorm, out);
+  CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels, region,
+                      size, size, flip, kNorm, out);
   *label = entry.label;
   return Status::Ok();
 }

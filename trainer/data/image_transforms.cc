@@ -71,28 +71,29 @@ struct Tap {
   float frac;
 };
 
-std::vector<Tap> BilinearTaps(int out_size, int crop_offset, int crop_size, int src_size) {
+std::vector<Tap> BilinearTaps(int out_size, double offset, double extent, int src_size) {
   std::vector<Tap> taps(static_cast<size_t>(out_size));
-  const double scale = static_cast<double>(crop_size) / out_size;
+  const double scale = extent / out_size;
+  // Valid sample centres: inside the region and inside the image.
+  const double lo_limit = std::max(0.0, std::floor(offset));
+  const double hi_limit =
+      std::max(lo_limit, std::min<double>(src_size - 1, std::ceil(offset + extent) - 1));
   for (int o = 0; o < out_size; ++o) {
-    double s = (o + 0.5) * scale - 0.5;
-    s = std::clamp(s, 0.0, static_cast<double>(crop_size - 1));
+    const double s = std::clamp(offset + (o + 0.5) * scale - 0.5, lo_limit, hi_limit);
     const int lo = static_cast<int>(std::floor(s));
-    const int hi = std::min(lo + 1, crop_size - 1);
-    taps[static_cast<size_t>(o)] =
-        Tap{std::min(crop_offset + lo, src_size - 1), std::min(crop_offset + hi, src_size - 1),
-            static_cast<float>(s - lo)};
+    const int hi = std::min(lo + 1, static_cast<int>(hi_limit));
+    taps[static_cast<size_t>(o)] = Tap{lo, hi, static_cast<float>(s - lo)};
   }
   return taps;
 }
 
 }  // namespace
 
-void CropResizeNormalize(const uint8_t* src, int width, int height, int channels, CropBox box,
-                         int out_width, int out_height, bool flip, const Normalization& norm,
-                         float* out) {
-  const std::vector<Tap> xs = BilinearTaps(out_width, box.x, box.width, width);
-  const std::vector<Tap> ys = BilinearTaps(out_height, box.y, box.height, height);
+void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
+                         const CropRegion& region, int out_width, int out_height, bool flip,
+                         const Normalization& norm, float* out) {
+  const std::vector<Tap> xs = BilinearTaps(out_width, region.x, region.width, width);
+  const std::vector<Tap> ys = BilinearTaps(out_height, region.y, region.height, height);
   const size_t plane = static_cast<size_t>(out_width) * out_height;
   float scale[3];
   float shift[3];

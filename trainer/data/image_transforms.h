@@ -18,6 +18,23 @@ struct CropBox {
   int height = 0;
 };
 
+// A sub-pixel rectangle (continuous coordinates, pixel centres at +0.5), used when a crop box
+// chosen on a full-size image is mapped into a DCT-downscaled decode.
+struct CropRegion {
+  double x = 0;
+  double y = 0;
+  double width = 0;
+  double height = 0;
+  CropRegion() = default;
+  CropRegion(double x_, double y_, double w_, double h_) : x(x_), y(y_), width(w_), height(h_) {}
+  CropRegion(const CropBox& box)  // NOLINT: implicit by design
+      : x(box.x), y(box.y), width(box.width), height(box.height) {}
+  // The same region in an image scaled by (sx, sy).
+  CropRegion Scaled(double sx, double sy) const {
+    return CropRegion(x * sx, y * sy, width * sx, height * sy);
+  }
+};
+
 struct RandomResizedCropOptions {
   double min_scale = 0.08;
   double max_scale = 1.0;
@@ -42,13 +59,13 @@ struct Normalization {
 Normalization ImageNetNormalization();
 Normalization FashionMnistNormalization();
 
-// Crops `box` out of `src` (height x width x channels, row-major, 8-bit), resizes it bilinearly
-// to out_height x out_width (half-pixel centres, like torch's align_corners=false), mirrors it
-// horizontally when `flip`, normalises and writes channels x out_height x out_width floats.
-// Precondition: box lies inside the image, channels <= 3.
-void CropResizeNormalize(const uint8_t* src, int width, int height, int channels, CropBox box,
-                         int out_width, int out_height, bool flip, const Normalization& norm,
-                         float* out);
+// Crops `region` out of `src` (height x width x channels, row-major, 8-bit), resizes it
+// bilinearly to out_height x out_width (half-pixel centres, like torch's align_corners=false;
+// samples are clamped to the region), mirrors it horizontally when `flip`, normalises and writes
+// channels x out_height x out_width floats. Precondition: region inside the image, channels <= 3.
+void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
+                         const CropRegion& region, int out_width, int out_height, bool flip,
+                         const Normalization& norm, float* out);
 
 // The CIFAR/Fashion-MNIST training augmentation: pads a single-channel width x height image by
 // `padding` zero pixels on each side, takes a random width x height window of the padded image
