@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -202,6 +203,29 @@ TEST(DataLoader, DecodeErrorSurfacesOnNextNamingTheSample) {
   auto next = loader->Next(Deadline::AfterMs(10000));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->step, 2);
+}
+
+class ThrowingDataset final : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  SampleShape shape() const override { return SampleShape{1, 2, 2}; }
+  int num_classes() const override { return 2; }
+  Status Get(int64_t, uint64_t, float*, int64_t*) const override {
+    throw std::runtime_error("boom");
+  }
+  std::string SampleName(int64_t index) const override {
+    return "throwing/" + std::to_string(index);
+  }
+};
+
+TEST(DataLoader, ExceptionInADecodeThreadBecomesAnErrorOnNext) {
+  auto loader = MakeLoader(std::make_shared<ThrowingDataset>(), Options(4));
+  ASSERT_TRUE(loader->Seek(SamplerState{0, 0}, 0, 1).ok());
+  auto batch = loader->Next(Deadline::AfterMs(10000));
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), StatusCode::kInternal);
+  EXPECT_NE(batch.status().message().find("throwing/"), std::string::npos) << batch.status();
+  EXPECT_NE(batch.status().message().find("boom"), std::string::npos) << batch.status();
 }
 
 TEST(DataLoader, SkipCorruptReplacesWithTheNextValidIndex) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <utility>
 
 #include "common/logging.h"
@@ -199,7 +200,16 @@ void Loader::DecodeLoop() {
     ++job->in_flight;
     lock.unlock();
     Status status;
-    for (int64_t slot = begin; slot < end && status.ok(); ++slot) status = DecodeSlot(*job, slot);
+    for (int64_t slot = begin; slot < end && status.ok(); ++slot) {
+      // A throwing dataset must not take the process down from a decode thread: the exception
+      // becomes this batch's error, reported on the consumer's Next().
+      try {
+        status = DecodeSlot(*job, slot);
+      } catch (const std::exception& e) {
+        status = InternalError(dataset_->SampleName(job->slice.indices[static_cast<size_t>(slot)]) +
+                               ": exception while decoding: " + e.what());
+      }
+    }
     lock.lock();
     --job->in_flight;
     if (!status.ok() && job->error.ok()) {
