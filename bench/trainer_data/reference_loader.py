@@ -4,8 +4,8 @@
 Fashion-MNIST: IDX via gzip+numpy; per sample random crop (2-px zero padding) + horizontal flip
 on tensors, normalised with (0.2860, 0.3530) -- what torchvision's RandomCrop/RandomHorizontalFlip/
 ToTensor/Normalize compose does. ImageFolder: libjpeg-turbo through ctypes (full-size decode, as
-PIL does in torchvision's ImageFolder), torchvision's RandomResizedCrop parameters, bilinear resize
-with F.interpolate, flip, ImageNet normalisation. torchvision/PIL are not installed here, so the
+PIL does in torchvision's ImageFolder), torchvision's RandomResizedCrop parameters, antialiased bilinear
+resize with F.interpolate (PIL's filter), flip, ImageNet normalisation. torchvision/PIL are not installed here, so the
 decode goes through the same C library the C++ loader uses. Prints one JSON line.
 """
 import argparse
@@ -121,7 +121,7 @@ class JpegFolder(Dataset):
             x0, y0 = (w - cw) // 2, (h - ch) // 2
         crop = torch.from_numpy(rgb[y0:y0 + ch, x0:x0 + cw]).permute(2, 0, 1).float().div_(255.0)
         x = F.interpolate(crop.unsqueeze(0), size=(self.image_size, self.image_size), mode="bilinear",
-                          align_corners=False)[0]
+                          align_corners=False, antialias=True)[0]
         if self.augment and rng.random() < 0.5:
             x = x.flip(-1)
         return (x - IMAGENET_MEAN) / IMAGENET_STD, label

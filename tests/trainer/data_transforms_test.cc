@@ -52,8 +52,9 @@ TEST(DataTransforms, FlipMirrorsEachRow) {
                   plain[static_cast<size_t>((c * h + y) * w + (w - 1 - x))]);
 }
 
-TEST(DataTransforms, BilinearResizeKeepsALinearRampLinear) {
-  // Horizontal ramp 0, 10, 20, ... over 16 columns; halving takes means of pixel pairs.
+TEST(DataTransforms, DownscaleAveragesLikePilBilinear) {
+  // Horizontal ramp 0, 10, 20, ... over 16 columns, halved: PIL's bilinear filter averages
+  // columns 2o-1..2o+2 with weights 1/8, 3/8, 3/8, 1/8, giving 20 o + 5 away from the borders.
   const int w = 16, h = 2;
   std::vector<uint8_t> src(static_cast<size_t>(w * h));
   for (int y = 0; y < h; ++y)
@@ -61,8 +62,31 @@ TEST(DataTransforms, BilinearResizeKeepsALinearRampLinear) {
   Normalization identity;  // mean 0, std 1: out = x / 255
   std::vector<float> out(8);
   CropResizeNormalize(src.data(), w, h, 1, CropBox{0, 0, w, h}, 8, 1, false, identity, out.data());
-  for (int x = 0; x < 8; ++x)
+  for (int x = 1; x < 7; ++x)
     EXPECT_NEAR(out[static_cast<size_t>(x)] * 255.0f, 20.0f * x + 5.0f, 1e-3);
+  // At the border the missing tap is dropped and the rest renormalised: (0*3 + 10*3 + 20*1) / 7.
+  EXPECT_NEAR(out[0] * 255.0f, 50.0f / 7.0f, 1e-3);
+
+  // Alternating columns 0/200 shrunk 4x: an antialiased filter gives ~100 everywhere, where
+  // point sampling would give 0 or 200.
+  std::vector<uint8_t> stripes(64 * 4);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 64; ++x) stripes[static_cast<size_t>(y * 64 + x)] = (x % 2) ? 200 : 0;
+  std::vector<float> small(16);
+  CropResizeNormalize(stripes.data(), 64, 4, 1, CropBox{0, 0, 64, 4}, 16, 1, false, identity,
+                      small.data());
+  for (int x = 1; x < 15; ++x)
+    EXPECT_NEAR(small[static_cast<size_t>(x)] * 255.0f, 100.0f, 1.0f) << x;
+}
+
+TEST(DataTransforms, UpscaleIsBilinearInterpolation) {
+  // Two pixels 0 and 100 doubled: half-pixel centres give 0, 25, 75, 100.
+  const uint8_t src[2] = {0, 100};
+  Normalization identity;
+  std::vector<float> out(4);
+  CropResizeNormalize(src, 2, 1, 1, CropBox{0, 0, 2, 1}, 4, 1, false, identity, out.data());
+  const float expected[4] = {0.f, 25.f, 75.f, 100.f};
+  for (int x = 0; x < 4; ++x) EXPECT_NEAR(out[static_cast<size_t>(x)] * 255.0f, expected[x], 1e-3);
 }
 
 TEST(DataTransforms, CropSelectsTheBoxRegion) {

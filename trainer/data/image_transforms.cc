@@ -64,25 +64,54 @@ Normalization FashionMnistNormalization() {
 
 namespace {
 
-// Source sampling position for each output coordinate: lower index, upper index, upper weight.
-struct Tap {
-  int lo;
-  int hi;
-  float frac;
+// Resampling weights of one axis: output o reads source samples start[o] .. start[o]+count[o]-1
+// with weights[o * max_taps + k] (normalised to sum 1).
+struct AxisTaps {
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<float> weights;
+  int max_taps = 0;
 };
 
-std::vector<Tap> BilinearTaps(int out_size, double offset, double extent, int src_size) {
-  std::vector<Tap> taps(static_cast<size_t>(out_size));
+// PIL's bilinear resampling (what torchvision's Resize/RandomResizedCrop use on PIL images):
+// a triangle filter whose support grows with the downscale factor, so downscaling averages
+// (antialiasing) instead of skipping pixels; for upscaling it is plain bilinear interpolation
+// with half-pixel centres. Taps are limited to the region (as after an explicit crop) and to
+// the image.
+AxisTaps ResampleTaps(int out_size, double offset, double extent, int src_size) {
   const double scale = extent / out_size;
-  // Valid sample centres: inside the region and inside the image.
-  const double lo_limit = std::max(0.0, std::floor(offset));
-  const double hi_limit =
-      std::max(lo_limit, std::min<double>(src_size - 1, std::ceil(offset + extent) - 1));
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter_scale;  // triangle support 1, stretched
+  const int lo_limit = std::max(0, static_cast<int>(std::floor(offset)));
+  const int hi_limit =
+      std::max(lo_limit + 1, std::min(src_size, static_cast<int>(std::ceil(offset + extent))));
+  AxisTaps taps;
+  taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  taps.start.resize(static_cast<size_t>(out_size));
+  taps.count.resize(static_cast<size_t>(out_size));
+  taps.weights.assign(static_cast<size_t>(out_size) * taps.max_taps, 0.0f);
   for (int o = 0; o < out_size; ++o) {
-    const double s = std::clamp(offset + (o + 0.5) * scale - 0.5, lo_limit, hi_limit);
-    const int lo = static_cast<int>(std::floor(s));
-    const int hi = std::min(lo + 1, static_cast<int>(hi_limit));
-    taps[static_cast<size_t>(o)] = Tap{lo, hi, static_cast<float>(s - lo)};
+    const double center = offset + (o + 0.5) * scale;
+    int lo = std::max(lo_limit, static_cast<int>(std::floor(center - support + 0.5)));
+    int hi = std::min(hi_limit, static_cast<int>(std::floor(center + support + 0.5)));
+    hi = std::min(hi, lo + taps.max_taps);
+    float* w = &taps.weights[static_cast<size_t>(o) * taps.max_taps];
+    double total = 0;
+    for (int x = lo; x < hi; ++x) {
+      const double t = std::fabs((x + 0.5 - center) / filter_scale);
+      const double v = t < 1.0 ? 1.0 - t : 0.0;
+      w[x - lo] = static_cast<float>(v);
+      total += v;
+    }
+    if (total <= 0) {  // degenerate (region narrower than a pixel): nearest sample
+      lo = std::clamp(static_cast<int>(std::floor(center)), lo_limit, hi_limit - 1);
+      hi = lo + 1;
+      w[0] = 1.0f;
+      total = 1.0;
+    }
+    for (int k = 0; k < hi - lo; ++k) w[k] = static_cast<float>(w[k] / total);
+    taps.start[static_cast<size_t>(o)] = lo;
+    taps.count[static_cast<size_t>(o)] = hi - lo;
   }
   return taps;
 }
@@ -92,8 +121,37 @@ std::vector<Tap> BilinearTaps(int out_size, double offset, double extent, int sr
 void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
                          const CropRegion& region, int out_width, int out_height, bool flip,
                          const Normalization& norm, float* out) {
-  const std::vector<Tap> xs = BilinearTaps(out_width, region.x, region.width, width);
-  const std::vector<Tap> ys = BilinearTaps(out_height, region.y, region.height, height);
+  const AxisTaps xs = ResampleTaps(out_width, region.x, region.width, width);
+  const AxisTaps ys = ResampleTaps(out_height, region.y, region.height, height);
+  // Source rows any output row reads.
+  int row_begin = height;
+  int row_end = 0;
+  for (int oy = 0; oy < out_height; ++oy) {
+    row_begin = std::min(row_begin, ys.start[static_cast<size_t>(oy)]);
+    row_end =
+        std::max(row_end, ys.start[static_cast<size_t>(oy)] + ys.count[static_cast<size_t>(oy)]);
+  }
+  // Horizontal pass into a float buffer: rows [row_begin, row_end) x out_width x channels, with
+  // the flip applied here (output column ox reads source column taps of out_width - 1 - ox).
+  const size_t tmp_row = static_cast<size_t>(out_width) * channels;
+  std::vector<float> tmp(static_cast<size_t>(row_end - row_begin) * tmp_row);
+  const size_t row_stride = static_cast<size_t>(width) * channels;
+  for (int y = row_begin; y < row_end; ++y) {
+    const uint8_t* row = src + static_cast<size_t>(y) * row_stride;
+    float* dst = &tmp[static_cast<size_t>(y - row_begin) * tmp_row];
+    for (int ox = 0; ox < out_width; ++ox) {
+      const auto t = static_cast<size_t>(flip ? out_width - 1 - ox : ox);
+      const float* w = &xs.weights[t * xs.max_taps];
+      const uint8_t* p = row + static_cast<size_t>(xs.start[t]) * channels;
+      float acc[3] = {0.f, 0.f, 0.f};
+      for (int k = 0; k < xs.count[t]; ++k) {
+        for (int c = 0; c < channels; ++c)
+          acc[c] += w[k] * p[static_cast<size_t>(k) * channels + c];
+      }
+      for (int c = 0; c < channels; ++c) dst[static_cast<size_t>(ox) * channels + c] = acc[c];
+    }
+  }
+  // Vertical pass, normalisation and HWC -> CHW.
   const size_t plane = static_cast<size_t>(out_width) * out_height;
   float scale[3];
   float shift[3];
@@ -101,23 +159,20 @@ void CropResizeNormalize(const uint8_t* src, int width, int height, int channels
     scale[c] = 1.0f / (255.0f * norm.std[c]);
     shift[c] = -norm.mean[c] / norm.std[c];
   }
-  const size_t row_stride = static_cast<size_t>(width) * channels;
   for (int oy = 0; oy < out_height; ++oy) {
-    const Tap& ty = ys[static_cast<size_t>(oy)];
-    const uint8_t* row0 = src + static_cast<size_t>(ty.lo) * row_stride;
-    const uint8_t* row1 = src + static_cast<size_t>(ty.hi) * row_stride;
+    const auto t = static_cast<size_t>(oy);
+    const float* w = &ys.weights[t * ys.max_taps];
+    const float* base = &tmp[static_cast<size_t>(ys.start[t] - row_begin) * tmp_row];
     for (int ox = 0; ox < out_width; ++ox) {
-      const Tap& tx = xs[static_cast<size_t>(flip ? out_width - 1 - ox : ox)];
-      const size_t a = static_cast<size_t>(tx.lo) * channels;
-      const size_t b = static_cast<size_t>(tx.hi) * channels;
-      const size_t o = static_cast<size_t>(oy) * out_width + ox;
-      for (int c = 0; c < channels; ++c) {
-        const float top = row0[a + c] + tx.frac * (static_cast<float>(row0[b + c]) - row0[a + c]);
-        const float bottom =
-            row1[a + c] + tx.frac * (static_cast<float>(row1[b + c]) - row1[a + c]);
-        const float v = top + ty.frac * (bottom - top);
-        out[static_cast<size_t>(c) * plane + o] = v * scale[c] + shift[c];
+      float acc[3] = {0.f, 0.f, 0.f};
+      for (int k = 0; k < ys.count[t]; ++k) {
+        const float* p =
+            base + static_cast<size_t>(k) * tmp_row + static_cast<size_t>(ox) * channels;
+        for (int c = 0; c < channels; ++c) acc[c] += w[k] * p[c];
       }
+      const size_t o = t * out_width + ox;
+      for (int c = 0; c < channels; ++c)
+        out[static_cast<size_t>(c) * plane + o] = acc[c] * scale[c] + shift[c];
     }
   }
 }

@@ -59,10 +59,12 @@ struct Normalization {
 Normalization ImageNetNormalization();
 Normalization FashionMnistNormalization();
 
-// Crops `region` out of `src` (height x width x channels, row-major, 8-bit), resizes it
-// bilinearly to out_height x out_width (half-pixel centres, like torch's align_corners=false;
-// samples are clamped to the region), mirrors it horizontally when `flip`, normalises and writes
-// channels x out_height x out_width floats. Precondition: region inside the image, channels <= 3.
+// Crops `region` out of `src` (height x width x channels, row-major, 8-bit), resizes it to
+// out_height x out_width with PIL's bilinear filter (torchvision's default on PIL images: a
+// triangle filter widened by the downscale factor, i.e. antialiased when shrinking, plain
+// half-pixel-centred bilinear interpolation when enlarging; taps stay inside the region),
+// mirrors it horizontally when `flip`, normalises and writes channels x out_height x out_width
+// floats. Precondition: region inside the image, channels <= 3.
 void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
                          const CropRegion& region, int out_width, int out_height, bool flip,
                          const Normalization& norm, float* out);
