@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -305,6 +306,22 @@ TEST(DataLoader, PrefetchesAheadAndDestructorJoinsPromptly) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(elapsed, 1.0);
+}
+
+TEST(DataLoader, PinMemoryNeedsCudaAndPinsWhenAvailable) {
+  LoaderOptions options = Options(4);
+  options.pin_memory = true;
+  auto loader = Loader::Create(Synthetic(8), options);
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(loader.status().code(), StatusCode::kFailedPrecondition) << loader.status();
+    return;
+  }
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  ASSERT_TRUE((*loader)->Seek(SamplerState{0, 0}, 0, 1).ok());
+  auto batch = (*loader)->Next(Deadline::AfterMs(10000));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(batch->images.is_pinned());
+  EXPECT_TRUE(batch->labels.is_pinned());
 }
 
 TEST(DataLoader, RejectsMisuse) {

@@ -1,5 +1,6 @@
 #include "trainer/data/loader.h"
 
+#include <torch/cuda.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -41,6 +42,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> 
     return InvalidArgumentError("loader: prefetch_depth must be >= 1");
   if (options.max_replacements < 1)
     return InvalidArgumentError("loader: max_replacements must be >= 1");
+  if (options.pin_memory && !torch::cuda::is_available()) {
+    return FailedPreconditionError(
+        "loader: pin_memory needs a CUDA-enabled LibTorch and a visible GPU");
+  }
   if (dataset->shape().numel() <= 0)
     return InvalidArgumentError("loader: dataset has an empty sample shape");
   SamplerConfig config;
@@ -113,8 +118,10 @@ Status Loader::RefillLocked() {
     }
     job->used_indices = slice.indices;
     job->used_seeds = job->seeds;
-    job->images = torch::empty({n, shape.channels, shape.height, shape.width}, torch::kFloat32);
-    job->labels = torch::empty({n}, torch::kInt64);
+    const auto pinned = torch::TensorOptions().pinned_memory(options_.pin_memory);
+    job->images =
+        torch::empty({n, shape.channels, shape.height, shape.width}, pinned.dtype(torch::kFloat32));
+    job->labels = torch::empty({n}, pinned.dtype(torch::kInt64));
     job->image_data = job->images.data_ptr<float>();
     job->label_data = job->labels.data_ptr<int64_t>();
     // Chunks small enough to spread one batch over all threads, large enough to amortise the

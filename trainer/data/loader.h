@@ -45,6 +45,10 @@ struct LoaderOptions {
   int prefetch_depth = 2;    // batches planned ahead (including the next one), >= 1
   bool skip_corrupt = false;
   int max_replacements = 64;  // bound on the search for a valid replacement sample
+  // Allocate batch tensors in page-locked host memory so that the step's copy to the GPU can be
+  // asynchronous (non_blocking). Needs a CUDA-enabled LibTorch with a visible device: Create()
+  // returns FailedPrecondition otherwise.
+  bool pin_memory = false;
 };
 
 struct LoaderStats {
