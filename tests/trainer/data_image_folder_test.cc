@@ -101,6 +101,16 @@ TEST(DataImageCodec, PngRoundTripIsExactAndJpegIsClose) {
       StatusCode::kInvalidArgument);
 }
 
+TEST(DataImageCodec, PngAlphaIsDroppedWithoutCompositing) {
+  // One opaque and one fully transparent pixel: both keep their colour, as PIL's convert("RGB").
+  const std::vector<uint8_t> rgba = {10, 200, 30, 255, 90, 60, 250, 0};
+  const std::string png = Png(rgba, 2, 1, 4);
+  auto decoded = DecodeImage(reinterpret_cast<const uint8_t*>(png.data()), png.size());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->channels, 3);
+  EXPECT_EQ(decoded->pixels, (std::vector<uint8_t>{10, 200, 30, 90, 60, 250}));
+}
+
 TEST_F(ImageFolderFixture, ScansSortedClassesAndFilesAndIgnoresOtherExtensions) {
   auto ds = ImageFolderDataset::Open(Options());
   ASSERT_TRUE(ds.ok()) << ds.status();

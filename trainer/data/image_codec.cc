@@ -80,17 +80,27 @@ StatusOr<DecodedImage> DecodePng(const uint8_t* data, size_t size) {
     png_image_free(&png);
     return DataLossError("corrupt PNG header: " + message);
   }
-  png.format = PNG_FORMAT_RGB;
+  // Images with transparency are read as RGBA and the alpha channel is dropped without
+  // compositing, which is what PIL's convert("RGB") (torchvision's ImageFolder loader) does.
+  const bool has_alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+  png.format = has_alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
   DecodedImage image;
   image.width = static_cast<int>(png.width);
   image.height = static_cast<int>(png.height);
   image.channels = 3;
   image.pixels.resize(PNG_IMAGE_SIZE(png));
-  if (png_image_finish_read(&png, nullptr /* background: black */, image.pixels.data(),
-                            0 /* row stride: tight */, nullptr) == 0) {
+  if (png_image_finish_read(&png, nullptr, image.pixels.data(), 0 /* row stride: tight */,
+                            nullptr) == 0) {
     std::string message = png.message;
     png_image_free(&png);
     return DataLossError("corrupt PNG data: " + message);
+  }
+  if (has_alpha) {
+    const size_t n = static_cast<size_t>(image.width) * image.height;
+    for (size_t i = 0; i < n; ++i) {
+      for (int c = 0; c < 3; ++c) image.pixels[3 * i + c] = image.pixels[4 * i + c];
+    }
+    image.pixels.resize(3 * n);
   }
   return image;
 }
@@ -160,14 +170,15 @@ StatusOr<std::string> EncodeJpeg(const uint8_t* pixels, int width, int height, i
 }
 
 StatusOr<std::string> EncodePng(const uint8_t* pixels, int width, int height, int channels) {
-  if (channels != 1 && channels != 3)
-    return InvalidArgumentError("EncodePng: channels must be 1 or 3");
+  if (channels != 1 && channels != 3 && channels != 4) {
+    return InvalidArgumentError("EncodePng: channels must be 1, 3 or 4");
+  }
   png_image png;
   std::memset(&png, 0, sizeof(png));
   png.version = PNG_IMAGE_VERSION;
   png.width = static_cast<png_uint_32>(width);
   png.height = static_cast<png_uint_32>(height);
-  png.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  png.format = channels == 4 ? PNG_FORMAT_RGBA : channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
   png_alloc_size_t size = 0;
   if (png_image_write_to_memory(&png, nullptr, &size, 0, pixels, 0, nullptr) == 0) {
     return InternalError(std::string("png encode (size) failed: ") + png.message);

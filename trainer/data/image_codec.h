@@ -38,14 +38,16 @@ struct DecodedImage {
 // Decodes to RGB. For JPEG, `downscale` in {1, 2, 4, 8} asks libjpeg-turbo to decode at
 // 1/downscale of the size (DCT-domain scaling, much cheaper than decoding and resizing); the
 // result is ceil(width / downscale) x ceil(height / downscale). PNG ignores `downscale` (always
-// full size). DataLoss for corrupt or truncated data (libjpeg warnings such as "premature end of
+// full size; an alpha channel is dropped without compositing, like PIL's convert("RGB")).
+// DataLoss for corrupt or truncated data (libjpeg warnings such as "premature end of
 // data" count as corruption: a half-decoded image must not reach training).
 StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downscale = 1);
 
 // Dimension of a JPEG decoded with `downscale` (libjpeg-turbo's TJSCALED rounding).
 int ScaledJpegDimension(int dimension, int downscale);
 
-// Encoders (channels 1 or 3). Used to build fixtures and benchmark folders.
+// Encoders (JPEG: channels 1 or 3; PNG: 1, 3 or 4 = RGBA). Used to build fixtures and
+// benchmark folders.
 StatusOr<std::string> EncodeJpeg(const uint8_t* pixels, int width, int height, int channels,
                                  int quality);
 StatusOr<std::string> EncodePng(const uint8_t* pixels, int width, int height, int channels);
