@@ -1,0 +1,41 @@
+// The dataset interface the loader decodes from: an indexed collection of labelled images that
+// produces one normalised float CHW sample at a time, written into caller-provided memory (the
+// loader's batch buffer), so no torch type appears here and no per-sample copy is made.
+//
+// Threading: Get() is const and must be safe to call concurrently from many decode threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace retort::trainer::data {
+
+struct SampleShape {
+  int channels = 0;
+  int height = 0;
+  int width = 0;
+  int64_t numel() const { return int64_t{channels} * height * width; }
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  virtual int64_t size() const = 0;
+  virtual SampleShape shape() const = 0;
+  virtual int num_classes() const = 0;
+
+  // Writes shape().numel() floats (C, H, W order; augmented when augmentation_seed != 0,
+  // normalised) to `out` and the class of the sample to `*label`. The result is a pure function
+  // of (index, augmentation_seed). Errors name the sample (SampleName) and say what was wrong:
+  // NotFound for a missing file, DataLoss for a corrupt or truncated one.
+  virtual Status Get(int64_t index, uint64_t augmentation_seed, float* out,
+                     int64_t* label) const = 0;
+
+  // Human-readable identity of a sample for error messages (a file path, "train[17]").
+  virtual std::string SampleName(int64_t index) const = 0;
+};
+
+}  // namespace retort::trainer::data

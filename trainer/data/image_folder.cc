@@ -1,0 +1,168 @@
+#include "trainer/data/image_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <system_error>
+
+#include "trainer/data/image_codec.h"
+#include "trainer/data/random.h"
+
+namespace retort::trainer::data {
+namespace fs = std::filesystem;
+namespace {
+
+bool HasImageExtension(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+}
+
+StatusOr<std::vector<std::string>> ReadClassesFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError(path + ": cannot open classes file");
+  std::vector<std::string> classes;
+  std::set<std::string> seen;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (line.empty()) continue;
+    if (!seen.insert(line).second) {
+      return InvalidArgumentError(path + ":" + std::to_string(line_number) + ": class '" + line +
+                                  "' listed twice");
+    }
+    classes.push_back(line);
+  }
+  if (classes.empty()) return InvalidArgumentError(path + ": classes file lists no class");
+  return classes;
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return NotFoundError(path + ": no such file");
+    return UnavailableError(path + ": cannot open for reading");
+  }
+  std::string data;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) data.append(buffer, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return DataLossError(path + ": read error");
+  return data;
+}
+
+// Largest JPEG DCT downscale that keeps the crop at least `out` pixels on each side.
+int ChooseDownscale(const CropBox& box, int out_width, int out_height) {
+  for (int d : {8, 4, 2}) {
+    if (box.width / d >= out_width && box.height / d >= out_height) return d;
+  }
+  return 1;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
+    const ImageFolderOptions& options) {
+  if (options.image_size <= 0) return InvalidArgumentError("image folder: image_size must be > 0");
+  std::error_code ec;
+  if (!fs::is_directory(options.root, ec)) {
+    return NotFoundError(options.root + ": image folder root is not a directory");
+  }
+  std::vector<std::string> dirs;
+  for (const auto& entry : fs::directory_iterator(options.root, ec)) {
+    if (entry.is_directory()) dirs.push_back(entry.path().filename().string());
+  }
+  if (ec) return UnavailableError(options.root + ": cannot list: " + ec.message());
+  std::sort(dirs.begin(), dirs.end());
+  if (dirs.empty()) return InvalidArgumentError(options.root + ": no class directories");
+
+  std::unique_ptr<ImageFolderDataset> dataset(new ImageFolderDataset());
+  dataset->options_ = options;
+  if (options.classes_file.empty()) {
+    dataset->classes_ = dirs;
+  } else {
+    RETORT_ASSIGN_OR_RETURN(dataset->classes_, ReadClassesFile(options.classes_file));
+    const std::set<std::string> dir_set(dirs.begin(), dirs.end());
+    const std::set<std::string> class_set(dataset->classes_.begin(), dataset->classes_.end());
+    for (const std::string& c : dataset->classes_) {
+      if (!dir_set.count(c)) {
+        return InvalidArgumentError(options.classes_file + ": class '" + c +
+                                    "' has no directory in " + options.root);
+      }
+    }
+    for (const std::string& d : dirs) {
+      if (!class_set.count(d)) {
+        return InvalidArgumentError(options.root + "/" + d +
+                                    ": directory is not a class listed in " + options.classes_file);
+      }
+    }
+  }
+  for (size_t label = 0; label < dataset->classes_.size(); ++label) {
+    const fs::path dir = fs::path(options.root) / dataset->classes_[label];
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (!entry.is_directory() && HasImageExtension(entry.path()))
+        files.push_back(entry.path().string());
+    }
+    if (ec) return UnavailableError(dir.string() + ": cannot list: " + ec.message());
+    if (files.empty()) {
+      return InvalidArgumentError(dir.string() + ": class directory has no .jpg/.jpeg/.png file");
+    }
+    std::sort(files.begin(), files.end());
+    for (std::string& f : files)
+      dataset->files_.push_back(Entry{std::move(f), static_cast<int64_t>(label)});
+  }
+  return dataset;
+}
+
+Status ImageFolderDataset::Get(int64_t index, uint64_t augmentation_seed, float* out,
+                               int64_t* label) const {
+  if (index < 0 || index >= size()) {
+    return OutOfRangeError(options_.root + ": sample index " + std::to_string(index) +
+                           " out of range [0, " + std::to_string(size()) + ")");
+  }
+  const Entry& entry = files_[static_cast<size_t>(index)];
+  RETORT_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(entry.path));
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  StatusOr<ImageInfo> info = ReadImageInfo(data, bytes.size());
+  if (!info.ok()) return info.status().WithContext(entry.path);
+
+  const int size = options_.image_size;
+  CropBox box;
+  bool flip = false;
+  if (augmentation_seed != 0) {
+    SplitMix64 rng(augmentation_seed);
+    box = RandomResizedCropBox(info->width, info->height, options_.crop, rng);
+    flip = options_.horizontal_flip && (rng.Next() >> 63) != 0;
+  } else {
+    box = CenterCropBox(info->width, info->height, options_.eval_crop_fraction);
+  }
+  const int downscale = (info->format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
+                            ? ChooseDownscale(box, size, size)
+                            : 1;
+  StatusOr<DecodedImage> image = DecodeImage(data, bytes.size(), downscale);
+  if (!image.ok()) return image.status().WithContext(entry.path);
+  CropRegion region = box;
+  if (downscale != 1) {
+    // The same region in the downscaled image (continuous coordinates, no rounding).
+    region = region.Scaled(static_cast<double>(image->width) / info->width,
+                           static_cast<double>(image->height) / info->height);
+  }
+  static const Normalization kNorm = ImageNetNormalization();
+  CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels, region,
+                      size, size, flip, kNorm, out);
+  *label = entry.label;
+  return Status::Ok();
+}
+
+}  // namespace retort::trainer::data

@@ -1,0 +1,79 @@
+// Image geometry and pixel transforms for the data pipeline, std-only. Inputs are 8-bit
+// interleaved (HWC) images; outputs are normalised float CHW, the layout of Batch::images.
+// All randomness comes from a SplitMix64 seeded with the sample's augmentation seed, so every
+// transform is reproducible bit for bit. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "trainer/data/random.h"
+
+namespace retort::trainer::data {
+
+// A rectangle of the source image, in source pixels.
+struct CropBox {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// A sub-pixel rectangle (continuous coordinates, pixel centres at +0.5), used when a crop box
+// chosen on a full-size image is mapped into a DCT-downscaled decode.
+struct CropRegion {
+  double x = 0;
+  double y = 0;
+  double width = 0;
+  double height = 0;
+  CropRegion() = default;
+  CropRegion(double x_, double y_, double w_, double h_) : x(x_), y(y_), width(w_), height(h_) {}
+  CropRegion(const CropBox& box)  // NOLINT: implicit by design
+      : x(box.x), y(box.y), width(box.width), height(box.height) {}
+  // The same region in an image scaled by (sx, sy).
+  CropRegion Scaled(double sx, double sy) const {
+    return CropRegion(x * sx, y * sy, width * sx, height * sy);
+  }
+};
+
+struct RandomResizedCropOptions {
+  double min_scale = 0.08;
+  double max_scale = 1.0;
+  double min_ratio = 3.0 / 4.0;
+  double max_ratio = 4.0 / 3.0;
+};
+
+// torchvision's RandomResizedCrop.get_params: up to 10 tries of an area fraction uniform in
+// [min_scale, max_scale] and a log-uniform aspect ratio; falls back to the largest central crop
+// with the ratio clamped into range.
+CropBox RandomResizedCropBox(int width, int height, const RandomResizedCropOptions& options,
+                             SplitMix64& rng);
+
+// Central crop covering `fraction` of each side (the usual eval transform uses 0.875 = 224/256).
+CropBox CenterCropBox(int width, int height, double fraction);
+
+// Per-channel normalisation: out = (x / 255 - mean[c]) / std[c].
+struct Normalization {
+  float mean[3] = {0.f, 0.f, 0.f};
+  float std[3] = {1.f, 1.f, 1.f};
+};
+Normalization ImageNetNormalization();
+Normalization FashionMnistNormalization();
+
+// Crops `region` out of `src` (height x width x channels, row-major, 8-bit), resizes it to
+// out_height x out_width with PIL's bilinear filter (torchvision's default on PIL images: a
+// triangle filter widened by the downscale factor, i.e. antialiased when shrinking, plain
+// half-pixel-centred bilinear interpolation when enlarging; taps stay inside the region),
+// mirrors it horizontally when `flip`, normalises and writes channels x out_height x out_width
+// floats. Precondition: region inside the image, channels <= 3.
+void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
+                         const CropRegion& region, int out_width, int out_height, bool flip,
+                         const Normalization& norm, float* out);
+
+// The CIFAR/Fashion-MNIST training augmentation: pads a single-channel width x height image by
+// `padding` zero pixels on each side, takes a random width x height window of the padded image
+// and, when `allow_flip`, mirrors it with probability 1/2, then normalises into `out`
+// (height x width floats). `rng == nullptr` means no augmentation (plain normalisation).
+void PadCropFlipNormalize(const uint8_t* src, int width, int height, int padding, bool allow_flip,
+                          const Normalization& norm, SplitMix64* rng, float* out);
+
+}  // namespace retort::trainer::data

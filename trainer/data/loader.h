@@ -1,0 +1,124 @@
+// The data loader: a pool of decode threads filling a bounded queue of upcoming batches, in
+// step order, for one rank of one generation. What each step contains is decided by the
+// Sampler (trainer/data/sampler.h) from (epoch, step, rank, world_size) only, so the consumer
+// can change rank/world size at any step boundary with Seek(position(), new_rank, new_world).
+//
+// Batches are produced in place: the loader allocates the batch tensors when it plans a step
+// and decode threads write each sample straight into its row (no per-sample copies).
+//
+// Threading: one consumer thread calls Seek/Next/position/stats (not thread-safe among
+// themselves); `num_threads` internal decode threads. Every wait is bounded: Next() takes a
+// Deadline, idle decode threads re-check for shutdown every 100 ms. The destructor stops and
+// joins the decode threads (each finishes at most its current sample).
+//
+// Errors: a failing sample (missing/corrupt file, ...) surfaces on the Next() that would have
+// returned its batch, as a Status naming the sample (file path) and its (epoch, step). That step
+// is consumed (position() moves past it); Seek() back to retry it. With skip_corrupt, a sample
+// whose Get() fails with DataLoss or NotFound is replaced by the next valid index (index + 1,
+// + 2, ... modulo the dataset size, at most max_replacements tries) so batch shapes stay fixed;
+// Batch::sample_indices then lists the index actually used, and stats() counts replacements.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "trainer/data/batch.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/sampler.h"
+
+namespace retort::trainer::data {
+
+struct LoaderOptions {
+  int64_t global_batch = 0;  // fixed by the job, independent of world size
+  uint64_t seed = 0;         // epoch permutations and augmentation seeds derive from it
+  bool drop_last = true;     // see sampler.h
+  bool augment = true;       // false: augmentation seed 0 (eval transform) for every sample
+  int num_threads = 4;       // decode threads, >= 1
+  int prefetch_depth = 2;    // batches planned ahead (including the next one), >= 1
+  bool skip_corrupt = false;
+  int max_replacements = 64;  // bound on the search for a valid replacement sample
+  // Allocate batch tensors in page-locked host memory so that the step's copy to the GPU can be
+  // asynchronous (non_blocking). Needs a CUDA-enabled LibTorch with a visible device: Create()
+  // returns FailedPrecondition otherwise.
+  bool pin_memory = false;
+};
+
+struct LoaderStats {
+  int64_t batches = 0;            // returned by Next() successfully
+  int64_t samples = 0;            // samples in those batches
+  int64_t replaced_samples = 0;   // sample slots filled by a replacement (skip_corrupt)
+  int64_t corrupt_samples = 0;    // distinct dataset indices found unreadable (skip_corrupt)
+  double last_wait_seconds = 0;   // time the last Next() blocked waiting for its batch
+  double total_wait_seconds = 0;  // sum over all Next() calls
+};
+
+class Loader {
+ public:
+  // InvalidArgument for bad options (via the Sampler as well). Starts the decode threads; no
+  // work is planned until Seek().
+  static StatusOr<std::unique_ptr<Loader>> Create(std::shared_ptr<const Dataset> dataset,
+                                                  const LoaderOptions& options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Discards everything planned and plans from `state` for `rank` of `world_size`. The next
+  // Next() returns step `state`. InvalidArgument for a state outside the schedule or a bad rank.
+  Status Seek(SamplerState state, int rank, int world_size);
+
+  // This rank's slice of the step at position(), then advances position(). DeadlineExceeded
+  // (the step stays next) when it is not decoded in time; FailedPrecondition before Seek().
+  StatusOr<Batch> Next(Deadline deadline);
+
+  // The step the next Next() returns.
+  SamplerState position() const { return position_; }
+  const Sampler& sampler() const { return sampler_; }
+  LoaderStats stats() const;
+
+ private:
+  struct Job;
+  Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler);
+
+  void DecodeLoop();
+  // Plans jobs from plan_cursor_ until prefetch_depth are queued. Requires mu_.
+  Status RefillLocked();
+  // Decodes one sample slot of `job` (with replacement when skip_corrupt).
+  Status DecodeSlot(Job& job, int64_t slot);
+  bool KnownCorrupt(int64_t index);
+  void MarkCorrupt(int64_t index);
+
+  const std::shared_ptr<const Dataset> dataset_;
+  const LoaderOptions options_;
+  const Sampler sampler_;
+  const int64_t sample_numel_;
+
+  // Consumer-side state (consumer thread only).
+  bool seeked_ = false;
+  SamplerState position_;
+  int rank_ = 0;
+  int world_size_ = 1;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;        // decode threads: work queued or stop
+  std::condition_variable done_cv_;        // consumer: a job finished
+  bool stop_ = false;                      // GUARDED_BY(mu_)
+  std::deque<std::shared_ptr<Job>> jobs_;  // GUARDED_BY(mu_), in step order
+  SamplerState plan_cursor_;               // GUARDED_BY(mu_), next step to plan
+  int64_t replaced_samples_ = 0;           // GUARDED_BY(mu_)
+  LoaderStats consumer_stats_;             // consumer thread only
+
+  mutable std::mutex corrupt_mu_;
+  std::set<int64_t> corrupt_;  // GUARDED_BY(corrupt_mu_)
+
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace retort::trainer::data

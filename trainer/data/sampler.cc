@@ -1,0 +1,108 @@
+#include "trainer/data/sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "trainer/data/random.h"
+
+namespace retort::trainer::data {
+
+std::vector<int64_t> EpochPermutation(uint64_t seed, int64_t epoch, int64_t n) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  SplitMix64 rng(EpochSeed(seed, epoch));
+  // Fisher-Yates: for i from n-1 down to 1, swap perm[i] with perm[j], j uniform in [0, i].
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(i) + 1));
+    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
+  }
+  return perm;
+}
+
+std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size) {
+  const int64_t base = n / world_size;
+  const int64_t extra = n % world_size;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  const int64_t size = base + (rank < extra ? 1 : 0);
+  return {begin, begin + size};
+}
+
+StatusOr<Sampler> Sampler::Create(const SamplerConfig& config) {
+  if (config.dataset_size <= 0) {
+    return InvalidArgumentError("sampler: dataset_size must be > 0, got " +
+                                std::to_string(config.dataset_size));
+  }
+  if (config.global_batch <= 0) {
+    return InvalidArgumentError("sampler: global_batch must be > 0, got " +
+                                std::to_string(config.global_batch));
+  }
+  if (config.drop_last && config.global_batch > config.dataset_size) {
+    return InvalidArgumentError("sampler: global_batch " + std::to_string(config.global_batch) +
+                                " exceeds dataset_size " + std::to_string(config.dataset_size) +
+                                " with drop_last: an epoch would have no step");
+  }
+  return Sampler(config);
+}
+
+Sampler::Sampler(const SamplerConfig& config) : config_(config), cache_(std::make_shared<Cache>()) {
+  const int64_t n = config.dataset_size;
+  const int64_t b = config.global_batch;
+  steps_per_epoch_ = config.drop_last ? n / b : (n + b - 1) / b;
+}
+
+int64_t Sampler::BatchSize(int64_t step) const {
+  const int64_t begin = step * config_.global_batch;
+  return std::min(config_.global_batch, config_.dataset_size - begin);
+}
+
+SamplerState Sampler::Advance(SamplerState state) const {
+  if (++state.step >= steps_per_epoch_) {
+    state.step = 0;
+    ++state.epoch;
+  }
+  return state;
+}
+
+std::shared_ptr<const std::vector<int64_t>> Sampler::Permutation(int64_t epoch) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (cache_->epoch == epoch) return cache_->permutation;
+  }
+  // Computed outside the lock: concurrent callers for a new epoch may both compute it (same
+  // result), which is cheaper than serialising every other epoch's readers behind it.
+  auto perm = std::make_shared<const std::vector<int64_t>>(
+      EpochPermutation(config_.seed, epoch, config_.dataset_size));
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  cache_->epoch = epoch;
+  cache_->permutation = perm;
+  return perm;
+}
+
+StatusOr<RankSlice> Sampler::Slice(int64_t epoch, int64_t step, int rank, int world_size) const {
+  if (epoch < 0)
+    return InvalidArgumentError("sampler: epoch must be >= 0, got " + std::to_string(epoch));
+  if (step < 0 || step >= steps_per_epoch_) {
+    return InvalidArgumentError("sampler: step " + std::to_string(step) + " outside epoch of " +
+                                std::to_string(steps_per_epoch_) + " steps");
+  }
+  if (world_size <= 0 || rank < 0 || rank >= world_size) {
+    return InvalidArgumentError("sampler: rank " + std::to_string(rank) + " of world_size " +
+                                std::to_string(world_size) + " is out of range");
+  }
+  RankSlice slice;
+  slice.epoch = epoch;
+  slice.step = step;
+  slice.rank = rank;
+  slice.world_size = world_size;
+  slice.batch_size = BatchSize(step);
+  const auto [lo, hi] = ContiguousSplit(slice.batch_size, rank, world_size);
+  slice.begin = step * config_.global_batch + lo;
+  slice.end = step * config_.global_batch + hi;
+  slice.weight = static_cast<double>(hi - lo) / static_cast<double>(slice.batch_size);
+  auto perm = Permutation(epoch);
+  slice.indices.assign(perm->begin() + slice.begin, perm->begin() + slice.end);
+  return slice;
+}
+
+}  // namespace retort::trainer::data
