@@ -375,6 +375,18 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
 StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
+  if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
+  if (req.parameter_count() > 0 && state_.parameter_count() > 0 && req.parameter_count() != state_.parameter_count())
+    return FailedPreconditionError("parameter_count " + std::to_string(req.parameter_count()) +
+                                   " does not match the job's " + std::to_string(state_.parameter_count()) +
+                                   " (different student model?)");
+  if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
+    state_.set_parameter_count(req.parameter_count());
+    Status st = PersistLocked();
+    if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
+    // The plan depends on the count: re-plan (at once if a generation already formed without it).
+    MarkMembershipChangedLocked();
+  }
   auto& m = members_[req.member_id()];
   m.last_heartbeat = clock_->Now();
   if (req.step() >= 0) m.step = req.step();

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::string job_path, output_dir = "retort-out", bin_dir = SelfDir(), log_level = "info";
   int workers = 2, workers_per_node = 0, threads = 0;
   int64_t timeout_s = 0;
-  bool stop_when_formed = false, print_job = false;
+  bool stop_when_formed = false, print_job = false, train = true;
   ArgParser args("retort-run [--job=SPEC.yaml] [--workers=N] [flags]",
                  "Runs a retort job on this machine: one coordinator and N workers on 127.0.0.1.\n"
                  "Without --job it runs the embedded default (Fashion-MNIST ViT distillation; see "
@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
                "stop the job once all workers formed a generation");
   args.AddInt("timeout-s", &timeout_s, "stop the job after this many seconds (0 = no limit)");
   args.AddBool("print-job", &print_job, "print the job spec that would run, and exit");
+  args.AddBool("train", &train, "workers train (--no-train: control plane only)");
   args.AddString("log-level", &log_level, "log level of the coordinator and workers");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -144,7 +145,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> argv = {bin_dir + "/retort-worker", "--coordinator=" + address,
                                      "--node=local" + std::to_string(node),
                                      "--local-rank=" + std::to_string(local),
-                                     "--log-level=" + log_level};
+                                     "--log-level=" + log_level, "--output-dir=" + output_dir};
+    if (!train) argv.push_back("--no-train");
     if (threads > 0) argv.push_back("--threads=" + std::to_string(threads));
     group.Spawn("worker " + std::to_string(i), argv);
   }

@@ -12,6 +12,9 @@
 #include "tools/signals.h"
 #include "worker/coordinator_client.h"
 #include "worker/worker_agent.h"
+#if RETORT_WORKER_WITH_TRAINER
+#include "worker/training_session.h"
+#endif
 
 using namespace retort;
 
@@ -66,7 +69,9 @@ int main(int argc, char** argv) {
               devices = "cpu";
   std::string health_listen, log_level = "info";
   int local_rank = 0, threads = 0;
-  int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0;
+  int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0, comm_timeout_ms = 60000;
+  bool train = RETORT_WORKER_WITH_TRAINER;
+  std::string output_dir = "retort-out";
   ArgParser args(
       "retort-worker --coordinator=HOST:PORT [flags]",
       "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
@@ -84,6 +89,9 @@ int main(int argc, char** argv) {
   args.AddInt("rpc-timeout-ms", &rpc_timeout_ms, "deadline of every coordinator RPC");
   args.AddInt("join-timeout-ms", &join_timeout_ms,
               "give up when joining takes longer (0 = keep trying)");
+  args.AddBool("train", &train, "train the job (--no-train: control plane only, for tests and load generators)");
+  args.AddString("output-dir", &output_dir, "where outputs go when the job spec names no output_dir");
+  args.AddInt("comm-timeout-ms", &comm_timeout_ms, "deadline of every collective and of communicator bootstrap");
   args.AddString("log-level", &log_level, "debug, info, warning or error");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -132,13 +140,37 @@ int main(int argc, char** argv) {
   opts.parameter_count = parameter_count;
   opts.join_timeout_ms = join_timeout_ms;
   worker::CoordinatorClient client(coordinator, rpc_timeout_ms);
-  LoggingHandler handler;
-  worker::WorkerAgent agent(opts, &client, &handler);
+  LoggingHandler logging_handler;
+  worker::GenerationHandler* handler = &logging_handler;
+#if RETORT_WORKER_WITH_TRAINER
+  std::unique_ptr<worker::TrainingSession> session;
+  if (train) {
+    worker::TrainingOptions topts;
+    topts.threads = threads;
+    topts.comm_timeout_ms = comm_timeout_ms;
+    topts.default_output_dir = output_dir;
+    session = std::make_unique<worker::TrainingSession>(topts, &client);
+    handler = session.get();
+  }
+#else
+  if (train) {
+    std::fprintf(stderr, "retort-worker: this build has no trainer (LibTorch or UCX missing); use --no-train\n");
+    return 2;
+  }
+#endif
+  worker::WorkerAgent agent(opts, &client, handler);
+#if RETORT_WORKER_WITH_TRAINER
+  if (session) session->AttachAgent(&agent);
+#endif
   tools::WatchTerminationSignals([&agent](int sig) {
     LOG_INFO("worker") << "signal " << sig << ": leaving at the next step boundary";
     agent.RequestStop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   });
   Status s = agent.Run();
+#if RETORT_WORKER_WITH_TRAINER
+  if (s.ok() && session && !session->result().ok()) s = session->result();
+  session.reset();  // joins the training thread
+#endif
   if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   if (!s.ok()) {
     std::fprintf(stderr, "retort-worker: %s\n", s.ToString().c_str());

@@ -17,6 +17,9 @@ std::string RandomIncarnation() {
   return buf;
 }
 
+// How long training may take to reach a step boundary before the member leaves anyway.
+constexpr int64_t kLeaveGraceMs = 120000;
+
 bool Retryable(StatusCode c) {
   return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded ||
          c == StatusCode::kResourceExhausted || c == StatusCode::kAlreadyExists ||
@@ -88,7 +91,11 @@ Status WorkerAgent::JoinWithBackoff() {
           resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
       LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '"
                          << job_.name() << "', generation " << resp->current_generation() << ")";
-      if (handler_) handler_->OnJoined(*resp);
+      if (handler_) {
+        auto count = handler_->OnJoined(*resp);
+        if (!count.ok()) return count.status();
+        if (*count > 0) options_.parameter_count = *count;
+      }
       return Status::Ok();
     }
     if (!Retryable(resp.status().code())) return resp.status();
@@ -159,6 +166,7 @@ Status WorkerAgent::Run() {
       *hb.mutable_metrics() = metrics_;
     }
     hb.set_generation(generation_.load());
+    hb.set_parameter_count(options_.parameter_count);
     auto resp = client_->Heartbeat(hb);
     auto wait = std::chrono::milliseconds(heartbeat_interval_ms_);
     if (resp.ok()) {
@@ -188,6 +196,7 @@ Status WorkerAgent::Run() {
     }
     if (!SleepUnlessStopped(wait)) continue;  // loop re-checks stop_ and leaves
   }
+  if (handler_) handler_->OnLeaving(leave_reason, Deadline::AfterMs(kLeaveGraceMs));
   RequestStop(leave_reason);
   if (watch_thread_.joinable()) watch_thread_.join();
   v1::LeaveRequest leave;

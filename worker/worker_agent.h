@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "common/deadline.h"
 #include "common/status.h"
 #include "retort/v1/retort.pb.h"
 #include "worker/coordinator_client.h"
@@ -39,7 +40,12 @@ class GenerationHandler {
   virtual void OnGeneration(const v1::Generation& generation, const std::string& member_id,
                             int rank) = 0;
   virtual void OnDirectives(const v1::Directives& directives) {}
-  virtual void OnJoined(const v1::JoinResponse& response) {}
+  // After every successful join (also re-joins after a coordinator restart). Returns the
+  // student's flat parameter count once known (0 = unknown); an error makes the worker leave.
+  virtual StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) { return int64_t{0}; }
+  // The agent is about to leave the job (stop request, drain, job stop): return once training
+  // has stopped at a step boundary, or by `deadline`.
+  virtual void OnLeaving(const std::string& reason, Deadline deadline) {}
 };
 
 class WorkerAgent {

@@ -256,6 +256,28 @@ TEST_F(CoordinatorTest, MaxWorkersBoundsJoinsAndScaleDrainsExcess) {
   EXPECT_FALSE(c_->Heartbeat(hb)->directives().leave());
 }
 
+TEST_F(CoordinatorTest, FirstReportedParameterCountFixesThePlanAndMismatchesAreRefused) {
+  Restart(std::nullopt);
+  auto r = Identity("n0", 0);
+  r.set_parameter_count(0);  // a worker that learns its model size only after joining
+  auto joined = c_->Join(r);
+  ASSERT_TRUE(joined.ok());
+  Settle();
+  ASSERT_EQ(listener_.seen.back()->plan().total_elements(), 0);
+  uint64_t first = listener_.seen.back()->number();
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(joined->member_id());
+  hb.set_parameter_count(4242);
+  ASSERT_TRUE(c_->Heartbeat(hb).ok());
+  Settle();
+  EXPECT_GT(listener_.seen.back()->number(), first);
+  EXPECT_EQ(listener_.seen.back()->plan().total_elements(), 4242);
+  hb.set_parameter_count(99);
+  auto bad = c_->Heartbeat(hb);
+  EXPECT_EQ(bad.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(listener_.seen.back()->plan().total_elements(), 4242) << "a mismatch changes nothing";
+}
+
 TEST_F(CoordinatorTest, BelowMinWorkersTheJobWaits) {
   ASSERT_TRUE(c_->Scale([] {
                   v1::ScaleRequest r;

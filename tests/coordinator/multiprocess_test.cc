@@ -55,7 +55,7 @@ class MultiProcessTest : public ::testing::Test {
           std::vector<std::string>{BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
                                    "--node=node" + std::to_string(i / 2),
                                    "--local-rank=" + std::to_string(i % 2),
-                                   "--parameter-count=1000", "--rpc-timeout-ms=1000"},
+                                   "--parameter-count=1000", "--rpc-timeout-ms=1000", "--no-train"},
           dir_ + "/worker" + std::to_string(workers_.size()) + ".log"));
     }
   }

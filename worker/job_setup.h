@@ -1,0 +1,31 @@
+// Turns the job spec (retort.v1.JobSpec) into the trainer's pieces: model specs, datasets,
+// loader and step options. Pure construction; no threads, no I/O beyond opening datasets.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "retort/v1/retort.pb.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/loader.h"
+#include "trainer/kd_step.h"
+#include "trainer/models/model.h"
+
+namespace retort::worker {
+
+// True when the job distils from a teacher; false for plain supervised training of the student
+// (no teacher in the spec), which is how a teacher itself is trained.
+bool HasTeacher(const v1::JobSpec& job);
+// "vit:<preset>" or "torchscript:<path>".
+std::string ModelSpecString(const v1::ModelSpec& model);
+// Builds the model and loads weights_path when set. Built-ins are initialised from `seed`.
+StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& model, uint64_t seed);
+// Opens the train (augmented as the spec says) or test split of the job's dataset.
+StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job, bool train);
+trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train);
+trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_steps);
+// Optimizer steps the job runs: `steps`, or epochs x steps per epoch.
+int64_t TotalSteps(const v1::JobSpec& job, int64_t steps_per_epoch);
+
+}  // namespace retort::worker

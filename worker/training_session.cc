@@ -1,0 +1,424 @@
+#include "worker/training_session.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/ucx/ucx_hierarchical.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "trainer/data/batch.h"
+#include "trainer/flat_parameters.h"
+#include "trainer/kd_loss.h"
+#include "trainer/models/model.h"
+#include "trainer/safetensors.h"
+#include "trainer/sharded_adamw.h"
+#include "worker/coordinator_store.h"
+#include "worker/job_setup.h"
+
+namespace retort::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kBatchWaitMs = 120000;
+
+// Control flags all-reduced at every step boundary.
+enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
+
+// Layout of nodes for the hierarchical communicator: usable when every node holds the same
+// number (> 1) of ranks and there is more than one node.
+std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& g) {
+  if (g.nodes_size() < 2) return std::nullopt;
+  const int per_node = g.nodes(0).ranks_size();
+  if (per_node < 2) return std::nullopt;
+  collectives::NodeLayout layout;
+  layout.node_of_rank.assign(g.members_size(), 0);
+  for (int n = 0; n < g.nodes_size(); ++n) {
+    if (g.nodes(n).ranks_size() != per_node) return std::nullopt;
+    for (int r : g.nodes(n).ranks()) layout.node_of_rank[r] = n;
+  }
+  return layout;
+}
+
+Status WaitWork(const collectives::WorkPtr& w, int64_t timeout_ms) { return w->Wait(Deadline::AfterMs(timeout_ms)); }
+
+}  // namespace
+
+TrainingSession::TrainingSession(TrainingOptions options, CoordinatorClient* client)
+    : options_(std::move(options)), client_(client) {}
+
+TrainingSession::~TrainingSession() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaving_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status TrainingSession::result() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return result_;
+}
+
+StatusOr<int64_t> TrainingSession::OnJoined(const v1::JoinResponse& response) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return parameter_count_;  // a re-join after a coordinator restart
+  }
+  RETORT_RETURN_IF_ERROR(Setup(response.job()));
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = true;
+  thread_ = std::thread([this] { TrainingThread(); });
+  return parameter_count_;
+}
+
+void TrainingSession::OnGeneration(const v1::Generation& generation, const std::string& member_id, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = Assignment{generation, member_id, rank};
+  cv_.notify_all();
+}
+
+void TrainingSession::OnDirectives(const v1::Directives& directives) {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = directives.paused();
+}
+
+void TrainingSession::OnLeaving(const std::string& reason, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  leaving_ = true;
+  cv_.notify_all();
+  if (!started_) return;
+  cv_.wait_until(lock, deadline.when(), [this] { return training_done_; });
+}
+
+Status TrainingSession::Setup(const v1::JobSpec& job) {
+  job_ = job;
+  int threads = options_.threads > 0 ? options_.threads : std::max(1, job.threads_per_worker());
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  if (HasTeacher(job)) {
+    RETORT_ASSIGN_OR_RETURN(teacher_, BuildModel(job.teacher(), job.seed()));
+  }
+  RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job.student(), job.seed() + 1));
+  parameter_count_ = trainer::FlatParameterCount(*student_);
+  RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
+  RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
+  RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
+  total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
+  output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
+  RETORT_RETURN_IF_ERROR(MakeDirectories(output_dir_));
+  LOG_INFO("trainer") << "job '" << job.name() << "': "
+                      << (teacher_ ? teacher_->Describe() + " -> " : std::string("supervised ")) << student_->Describe()
+                      << " (" << parameter_count_ << " parameters), " << train_set_->size() << " training samples, "
+                      << total_steps_ << " steps of " << job.global_batch() << ", " << threads << " thread(s)";
+  return Status::Ok();
+}
+
+void TrainingSession::TrainingThread() {
+  Status s = Train();
+  if (!s.ok()) LOG_ERROR("trainer") << "training stopped: " << s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = s;
+    training_done_ = true;
+  }
+  cv_.notify_all();
+  kd_step_.reset();
+  shard_comm_.reset();
+  comm_.reset();
+  if (agent_) agent_->RequestStop(s.ok() ? (done_ ? "completed" : "left") : "training failed: " + s.message());
+}
+
+std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(uint64_t after) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (leaving_) return std::nullopt;
+    if (latest_ && latest_->generation.number() > after && latest_->rank >= 0 &&
+        latest_->generation.state() == v1::JOB_STATE_RUNNING &&
+        latest_->generation.plan().total_elements() == parameter_count_)
+      return latest_;
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+}
+
+Status TrainingSession::Train() {
+  while (!done_) {
+    auto a = WaitForAssignment(active_generation_);
+    if (!a) return Status::Ok();  // leaving before (or between) generations
+    Status s = StartGeneration(*a);
+    if (!s.ok()) {
+      // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
+      // for the coordinator's next generation.
+      LOG_WARN("trainer") << "generation " << a->generation.number() << " not started: " << s;
+      active_generation_ = a->generation.number();
+      continue;
+    }
+    s = RunSteps(*a);
+    if (!s.ok()) {
+      LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leaving_ && !done_) return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TrainingSession::StartGeneration(const Assignment& a) {
+  const v1::Generation& g = a.generation;
+  if (kd_step_ && !have_state_) {
+    // The previous generation ended without an agreed switch (a peer failed): keep what this
+    // rank has (parameters are replicated; moments only for this rank's range are lost).
+    saved_params_ = kd_step_->flat().params().clone();
+    saved_exp_avg_ = torch::Tensor();
+    saved_exp_avg_sq_ = torch::Tensor();
+    saved_optimizer_step_ = kd_step_->optimizer().step();
+    have_state_ = true;
+  }
+  kd_step_.reset();
+  shard_comm_.reset();
+  comm_.reset();
+
+  CoordinatorStore store(client_, a.member_id, g.number());
+  collectives::ucx::UcxCommunicatorOptions uo;
+  uo.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
+  uo.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
+  auto t0 = Clock::now();
+  if (auto layout = HierarchicalLayout(g)) {
+    RETORT_ASSIGN_OR_RETURN(comm_, collectives::ucx::CreateHierarchicalUcxCommunicator(
+                                       &store, a.rank, g.members_size(), g.number(), *layout, uo));
+  } else {
+    RETORT_ASSIGN_OR_RETURN(auto ucx, collectives::ucx::UcxCommunicator::Create(&store, a.rank, g.members_size(),
+                                                                               g.number(), uo));
+    comm_ = std::move(ucx);
+  }
+  shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get());
+
+  trainer::ShardPlan plan;
+  for (const auto& r : g.plan().ranges()) plan.ranges.push_back({r.offset(), r.count()});
+  if (!teacher_ && HasTeacher(job_)) {
+    RETORT_ASSIGN_OR_RETURN(teacher_, BuildModel(job_.teacher(), job_.seed()));
+  }
+  if (!student_) {
+    RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job_.student(), job_.seed() + 1));
+  }
+  RETORT_ASSIGN_OR_RETURN(kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_),
+                                                            shard_comm_.get(), plan,
+                                                            MakeKdStepOptions(job_, total_steps_)));
+  RETORT_RETURN_IF_ERROR(RestoreState(a));
+  RETORT_RETURN_IF_ERROR(loader_->Seek(position_, a.rank, g.members_size()));
+  active_generation_ = g.number();
+  LOG_INFO("trainer") << "generation " << g.number() << ": rank " << a.rank << " of " << g.members_size() << " on "
+                      << comm_->name() << " (ready in "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
+                      << " ms), step " << global_step_ << "/" << total_steps_;
+  return Status::Ok();
+}
+
+Status TrainingSession::RestoreState(const Assignment& a) {
+  // Descriptor per rank, all-gathered as raw bytes: [has state, has moments, optimizer step,
+  // global step, epoch, step in epoch].
+  constexpr int kFields = 6;
+  int64_t mine[kFields] = {have_state_ ? 1 : 0, saved_exp_avg_.defined() ? 1 : 0, saved_optimizer_step_,
+                           global_step_, position_.epoch, position_.step};
+  const int world = comm_->size();
+  std::vector<int64_t> all(static_cast<size_t>(kFields) * world);
+  const size_t floats = kFields * 2;  // int64 -> 2 x 32-bit slots; AllGather copies bytes only
+  RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllGather({mine, floats, collectives::DataType::kFloat32},
+                                                   {all.data(), floats * world, collectives::DataType::kFloat32}),
+                                  options_.comm_timeout_ms));
+  int source = -1, moments_source = -1;
+  for (int r = 0; r < world; ++r) {
+    const int64_t* d = &all[static_cast<size_t>(r) * kFields];
+    if (d[0] == 0) continue;
+    if (source < 0) source = r;
+    if (moments_source < 0 && d[1] == 1) moments_source = r;
+    if (d[3] != all[static_cast<size_t>(source) * kFields + 3])
+      return FailedPreconditionError("ranks disagree on the global step (" + std::to_string(d[3]) + " vs " +
+                                     std::to_string(all[static_cast<size_t>(source) * kFields + 3]) + ")");
+  }
+  have_state_ = false;
+  if (source < 0) return Status::Ok();  // a fresh job: every rank built identical models
+  const int64_t* d = &all[static_cast<size_t>(source) * kFields];
+  global_step_ = d[3];
+  position_ = {d[4], d[5]};
+  const int64_t n = kd_step_->flat().numel();
+  torch::Tensor params = kd_step_->flat().params();
+  if (comm_->rank() == source) params.copy_(saved_params_);
+  RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({params.data_ptr<float>(), static_cast<size_t>(n),
+                                                    collectives::DataType::kFloat32},
+                                                   source),
+                                  options_.comm_timeout_ms));
+  torch::Tensor m = torch::zeros({n}), v = torch::zeros({n});
+  if (moments_source >= 0) {
+    if (comm_->rank() == moments_source) {
+      m.copy_(saved_exp_avg_);
+      v.copy_(saved_exp_avg_sq_);
+    }
+    for (torch::Tensor* t : {&m, &v})
+      RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({t->data_ptr<float>(), static_cast<size_t>(n),
+                                                        collectives::DataType::kFloat32},
+                                                       moments_source),
+                                      options_.comm_timeout_ms));
+  } else {
+    LOG_WARN("trainer") << "optimizer moments could not be gathered before this generation (a peer failed); "
+                           "they restart from zero";
+  }
+  const auto& range = kd_step_->optimizer().range();
+  trainer::OptimizerShardState piece;
+  piece.range = range;
+  piece.step = d[2];
+  piece.params = params.slice(0, range.offset, range.end()).clone();
+  piece.exp_avg = m.slice(0, range.offset, range.end()).clone();
+  piece.exp_avg_sq = v.slice(0, range.offset, range.end()).clone();
+  RETORT_RETURN_IF_ERROR(kd_step_->optimizer().Import(piece));
+  saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = torch::Tensor();
+  return Status::Ok();
+}
+
+Status TrainingSession::SaveState() {
+  const auto& plan = kd_step_->plan();
+  std::vector<size_t> counts;
+  for (const auto& r : plan.ranges) counts.push_back(static_cast<size_t>(r.count));
+  const int64_t n = kd_step_->flat().numel();
+  const auto& range = kd_step_->optimizer().range();
+  torch::Tensor m = torch::empty({n}), v = torch::empty({n});
+  for (auto [local, full] : {std::pair{kd_step_->optimizer().exp_avg(), &m}, {kd_step_->optimizer().exp_avg_sq(), &v}}) {
+    torch::Tensor contiguous = local.contiguous();
+    RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllGatherV({contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
+                                                       collectives::DataType::kFloat32},
+                                                      {full->data_ptr<float>(), static_cast<size_t>(n),
+                                                       collectives::DataType::kFloat32},
+                                                      counts),
+                                    options_.comm_timeout_ms));
+  }
+  saved_params_ = kd_step_->flat().params().clone();
+  saved_exp_avg_ = m;
+  saved_exp_avg_sq_ = v;
+  saved_optimizer_step_ = kd_step_->optimizer().step();
+  have_state_ = true;
+  return Status::Ok();
+}
+
+Status TrainingSession::RunSteps(const Assignment& a) {
+  float flags[kFlagCount];
+  auto last_log = Clock::now();
+  while (global_step_ < total_steps_) {
+    auto step_start = Clock::now();
+    bool leaving_here;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      leaving_here = leaving_;
+      flags[kNewerGeneration] = latest_ && latest_->generation.number() > active_generation_ ? 1.f : 0.f;
+      flags[kLeaving] = leaving_ ? 1.f : 0.f;
+      flags[kPaused] = paused_ ? 1.f : 0.f;
+    }
+    RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllReduce({flags, kFlagCount, collectives::DataType::kFloat32},
+                                                     collectives::ReduceOp::kSum),
+                                    options_.comm_timeout_ms));
+    if (flags[kNewerGeneration] > 0 || flags[kLeaving] > 0) {
+      RETORT_RETURN_IF_ERROR(SaveState());
+      LOG_INFO("trainer") << "stopping generation " << active_generation_ << " at step " << global_step_
+                          << (leaving_here ? " (this member leaves)" : " (membership changes)");
+      return Status::Ok();
+    }
+    if (flags[kPaused] > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
+    RETORT_ASSIGN_OR_RETURN(trainer::StepResult r, kd_step_->Step(batch, loader_->stats().last_wait_seconds));
+    position_ = loader_->position();
+    ++global_step_;
+    double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    double sps = seconds > 0 ? static_cast<double>(job_.global_batch()) / seconds : 0;
+    v1::StepMetrics metrics;
+    metrics.set_loss(r.loss);
+    metrics.set_samples_per_second(sps);
+    metrics.set_step_seconds(seconds);
+    metrics.set_learning_rate(r.lr);
+    metrics.set_data_wait_fraction(seconds > 0 ? r.timing.data_wait / seconds : 0);
+    if (agent_) agent_->ReportProgress(global_step_, position_.epoch, metrics);
+    if (a.rank == 0) {
+      WriteMetrics(r, sps);
+      if (Clock::now() - last_log > std::chrono::seconds(10) || global_step_ == total_steps_) {
+        last_log = Clock::now();
+        LOG_INFO("trainer") << "step " << global_step_ << "/" << total_steps_ << " loss " << r.loss << " lr " << r.lr
+                            << " " << static_cast<int>(sps) << " samples/s" << (r.skipped ? " (skipped)" : "");
+      }
+    }
+  }
+  return Finish(a);
+}
+
+void TrainingSession::WriteMetrics(const trainer::StepResult& r, double samples_per_second) {
+  if (!metrics_.is_open()) metrics_.open(output_dir_ + "/metrics.jsonl", std::ios::app);
+  nlohmann::json j{{"step", global_step_},
+                   {"epoch", position_.epoch},
+                   {"generation", active_generation_},
+                   {"world_size", comm_->size()},
+                   {"loss", r.loss},
+                   {"grad_norm", r.grad_norm},
+                   {"lr", r.lr},
+                   {"skipped", r.skipped},
+                   {"samples_per_second", samples_per_second},
+                   {"timing", nlohmann::json::parse(trainer::StepTimingJson(r.timing))}};
+  metrics_ << j.dump() << '\n';
+  metrics_.flush();
+}
+
+Status TrainingSession::Finish(const Assignment& a) {
+  // Top-1 on the test split: each rank evaluates a contiguous slice; counts are all-reduced.
+  const int64_t n = test_set_->size();
+  const int world = comm_->size(), rank = comm_->rank();
+  const int64_t begin = n * rank / world, end = n * (rank + 1) / world;
+  const auto shape = test_set_->shape();
+  std::vector<trainer::Batch> batches;
+  for (int64_t i = begin; i < end; i += 500) {
+    int64_t count = std::min<int64_t>(500, end - i);
+    trainer::Batch b;
+    b.images = torch::empty({count, shape.channels, shape.height, shape.width});
+    b.labels = torch::empty({count}, torch::kInt64);
+    const int64_t per = shape.channels * shape.height * shape.width;
+    for (int64_t k = 0; k < count; ++k) {
+      int64_t label = 0;
+      RETORT_RETURN_IF_ERROR(test_set_->Get(i + k, 0, b.images.data_ptr<float>() + k * per, &label));
+      b.labels[k] = label;
+    }
+    batches.push_back(std::move(b));
+  }
+  auto t0 = Clock::now();
+  float counts[3] = {0, 0, static_cast<float>(end - begin)};
+  counts[0] = static_cast<float>(trainer::EvaluateTop1(kd_step_->student(), batches).correct);
+  if (HasTeacher(job_)) counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
+  RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllReduce({counts, 3, collectives::DataType::kFloat32},
+                                                   collectives::ReduceOp::kSum),
+                                  options_.comm_timeout_ms));
+  double student_top1 = counts[0] / counts[2], teacher_top1 = counts[1] / counts[2];
+  done_ = true;
+  if (a.rank != 0) return Status::Ok();
+  std::string weights = output_dir_ + "/student.safetensors";
+  RETORT_RETURN_IF_ERROR(trainer::ExportModelSafetensors(kd_step_->student(), weights));
+  nlohmann::json result{{"job", job_.name()},
+                        {"steps", global_step_},
+                        {"test_samples", static_cast<int64_t>(counts[2])},
+                        {"student", kd_step_->student().Describe()},
+                        {"student_top1", student_top1},
+                        {"student_weights", weights},
+                        {"metrics", output_dir_ + "/metrics.jsonl"},
+                        {"eval_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+  if (HasTeacher(job_)) {
+    result["teacher"] = kd_step_->teacher().Describe();
+    result["teacher_top1"] = teacher_top1;
+  }
+  RETORT_RETURN_IF_ERROR(WriteFileAtomically(output_dir_ + "/result.json", result.dump(2) + "\n"));
+  LOG_INFO("trainer") << "RESULT " << result.dump();
+  return Status::Ok();
+}
+
+}  // namespace retort::worker

@@ -1,0 +1,121 @@
+// TrainingSession: the compute side of a worker. Plugs into the WorkerAgent as its
+// GenerationHandler; on the first join it builds the teacher, the student and the datasets from
+// the job spec, then a training thread follows generations:
+//   for each generation that includes this worker: bootstrap a communicator through the
+//   coordinator's key-value exchange, (re)build the ZeRO-1 KD step for the generation's
+//   sharding plan, seek the data loader to the job's position for (rank, world size), and run
+//   steps until the job is done, a newer generation must be switched to, or the member leaves.
+// Every step starts with a tiny all-reduce of [newer generation seen, leaving, paused], so all
+// ranks switch generation, pause or let a member go at the same step boundary.
+// At the end: top-1 on the test split (each rank evaluates a slice; counts are all-reduced),
+// rank 0 exports the student (safetensors) and writes result.json, and every worker leaves with
+// reason "completed".
+//
+// Threading: GenerationHandler callbacks arrive on the agent's threads and only record state
+// under mu_; all training happens on the session's own thread. The agent is borrowed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "collectives/communicator.h"
+#include "common/status.h"
+#include "trainer/data/loader.h"
+#include "trainer/kd_step.h"
+#include "worker/coordinator_client.h"
+#include "worker/shard_comm_adapter.h"
+#include "worker/worker_agent.h"
+
+namespace retort::worker {
+
+struct TrainingOptions {
+  // Compute threads (0: the job's threads_per_worker, or 1).
+  int threads = 0;
+  // Deadline of every collective and of communicator bootstrap.
+  int64_t comm_timeout_ms = 60000;
+  // Where outputs go when the job spec names no output_dir.
+  std::string default_output_dir = "retort-out";
+};
+
+class TrainingSession final : public GenerationHandler {
+ public:
+  TrainingSession(TrainingOptions options, CoordinatorClient* client);
+  ~TrainingSession() override;
+  // Must be called before the agent runs.
+  void AttachAgent(WorkerAgent* agent) { agent_ = agent; }
+
+  StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override;
+  void OnGeneration(const v1::Generation& generation, const std::string& member_id, int rank) override;
+  void OnDirectives(const v1::Directives& directives) override;
+  void OnLeaving(const std::string& reason, Deadline deadline) override;
+
+  // The training thread's final status (OK when the job completed or the member left cleanly).
+  Status result() const;
+
+ private:
+  struct Assignment {
+    v1::Generation generation;
+    std::string member_id;
+    int rank = -1;
+  };
+
+  Status Setup(const v1::JobSpec& job);
+  void TrainingThread();
+  Status Train();
+  // Waits for a generation newer than `after` that includes this worker and is running.
+  std::optional<Assignment> WaitForAssignment(uint64_t after);
+  Status StartGeneration(const Assignment& a);
+  // Runs steps until the job is done (returns OK and sets done_), or a switch/leave is agreed.
+  Status RunSteps(const Assignment& a);
+  Status Finish(const Assignment& a);
+  // Saves parameters and gathers the AdamW moments of every range over the current
+  // communicator, so the next generation can re-shard them.
+  Status SaveState();
+  // Agrees with the new generation's ranks on the training state and installs it.
+  Status RestoreState(const Assignment& a);
+  void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
+
+  const TrainingOptions options_;
+  CoordinatorClient* const client_;
+  WorkerAgent* agent_ = nullptr;
+
+  // Built once, on the first join; used by the training thread only.
+  v1::JobSpec job_;
+  std::unique_ptr<trainer::Model> teacher_, student_;
+  int64_t parameter_count_ = 0;
+  std::shared_ptr<const trainer::data::Dataset> train_set_, test_set_;
+  std::unique_ptr<trainer::data::Loader> loader_;
+  int64_t total_steps_ = 0;
+  int64_t global_step_ = 0;
+  std::unique_ptr<collectives::Communicator> comm_;
+  std::unique_ptr<CommunicatorShardComm> shard_comm_;
+  std::unique_ptr<trainer::KdStep> kd_step_;
+  uint64_t active_generation_ = 0;
+  // Training state carried across generations (valid when have_state_): the full parameter
+  // buffer and, when every range could be gathered, the full AdamW moments.
+  bool have_state_ = false;
+  torch::Tensor saved_params_, saved_exp_avg_, saved_exp_avg_sq_;
+  int64_t saved_optimizer_step_ = 0;
+  trainer::data::SamplerState position_;
+  std::ofstream metrics_;
+  std::string output_dir_;
+  bool done_ = false;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Assignment> latest_;  // GUARDED_BY(mu_)
+  bool leaving_ = false;              // GUARDED_BY(mu_)
+  bool paused_ = false;               // GUARDED_BY(mu_)
+  bool training_done_ = false;        // GUARDED_BY(mu_)
+  bool started_ = false;              // GUARDED_BY(mu_)
+  Status result_;                     // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace retort::worker
