@@ -1,0 +1,42 @@
+// RAII owners of UCX handles. Move-only; destruction releases the handle. Endpoints are
+// closed by UcxTransport, which must progress the worker while they close.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace retort::collectives::ucx {
+
+struct UcpConfigDeleter {
+  void operator()(ucp_config_t* c) const { ucp_config_release(c); }
+};
+struct UcpContextDeleter {
+  void operator()(ucp_context* c) const { ucp_cleanup(c); }
+};
+struct UcpWorkerDeleter {
+  void operator()(ucp_worker* w) const { ucp_worker_destroy(w); }
+};
+
+using UcpConfig = std::unique_ptr<ucp_config_t, UcpConfigDeleter>;
+using UcpContext = std::unique_ptr<ucp_context, UcpContextDeleter>;
+using UcpWorker = std::unique_ptr<ucp_worker, UcpWorkerDeleter>;
+
+// Tuning that reaches UCX through its own configuration (never through getenv here).
+struct UcxContextOptions {
+  // UCX_TLS-style transport list, e.g. "sm,tcp"; empty: UCX's choice (or the UCX_TLS env).
+  std::string transports;
+  // How often UCX checks that peers are alive; short so a dead peer becomes an error fast.
+  std::string keepalive_interval = "1s";
+  size_t estimated_num_eps = 0;
+};
+
+StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);
+StatusOr<UcpWorker> CreateUcpWorker(ucp_context_h context);
+// The worker's address, copied into a string.
+StatusOr<std::string> WorkerAddress(ucp_worker_h worker);
+
+}  // namespace retort::collectives::ucx
