@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "common/deadline.h"
 #include "common/status.h"
@@ -28,6 +29,9 @@ struct WaitControl {
   Deadline deadline = Deadline::Never();
   const std::atomic<bool>* abort_requested = nullptr;  // this operation's Work::Abort; may be null
   const std::atomic<bool>* communicator_aborted = nullptr;  // OpExecutor::Abort; may be null
+  // Called now and then while waiting (e.g. to notice aborted background transfers); may be
+  // null.
+  const std::function<void()>* background = nullptr;
   bool Aborted() const {
     return (abort_requested != nullptr && abort_requested->load(std::memory_order_relaxed)) ||
            (communicator_aborted != nullptr &&

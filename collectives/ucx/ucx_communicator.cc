@@ -31,6 +31,7 @@ UcxCommunicator::UcxCommunicator(std::unique_ptr<UcxTransport> transport,
       transport_(std::move(transport)),
       send_sequence_(static_cast<size_t>(transport_->size()), 0),
       recv_sequence_(static_cast<size_t>(transport_->size()), 0) {
+  watch_in_flight_ = [this] { WatchInFlight(); };
   executor_ = std::make_unique<OpExecutor>("ucx rank " + std::to_string(transport_->rank()) +
                                                " gen " + std::to_string(transport_->generation()),
                                            [this] { return PollInFlight(); });
@@ -55,16 +56,17 @@ Deadline UcxCommunicator::DeadlineFor(const CollectiveOptions& options) const {
 WorkPtr UcxCommunicator::SubmitCollective(std::string description, const CollectiveOptions& options,
                                           std::function<Status(const RingContext&)> algorithm) {
   const uint32_t sequence = next_sequence_++;
-  return executor_->Submit(
-      std::move(description), DeadlineFor(options),
-      [this, sequence, algorithm = std::move(algorithm)](Work& work) {
-        RingContext ctx;
-        ctx.transport = transport_.get();
-        ctx.sequence = sequence;
-        ctx.chunk_bytes = options_.chunk_bytes;
-        ctx.control = WaitControl{work.deadline(), work.abort_flag(), executor_->aborted_flag()};
-        return algorithm(ctx);
-      });
+  return executor_->Submit(std::move(description), DeadlineFor(options),
+                           [this, sequence, algorithm = std::move(algorithm)](Work& work) {
+                             RingContext ctx;
+                             ctx.transport = transport_.get();
+                             ctx.sequence = sequence;
+                             ctx.chunk_bytes = options_.chunk_bytes;
+                             ctx.control =
+                                 WaitControl{work.deadline(), work.abort_flag(),
+                                             executor_->aborted_flag(), &watch_in_flight_};
+                             return algorithm(ctx);
+                           });
 }
 
 WorkPtr UcxCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
@@ -169,10 +171,10 @@ bool UcxCommunicator::PollInFlight() {
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     std::optional<Status> done;
     Work& work = *it->work;
-    if (aborted) {
-      done = AbortedError(work.description() + ": communicator aborted");
-    } else if (work.abort_requested()) {
+    if (work.abort_requested()) {
       done = AbortedError(work.description() + ": aborted");
+    } else if (aborted) {
+      done = AbortedError(work.description() + ": communicator aborted");
     } else {
       done = transport_->PollDetached(*it->request);
       if (!done.has_value() && work.deadline().Expired()) {
@@ -195,6 +197,16 @@ bool UcxCommunicator::PollInFlight() {
   }
   if (!progressed) sched_yield();
   return !in_flight_.empty();
+}
+
+void UcxCommunicator::WatchInFlight() {
+  for (const InFlight& f : in_flight_) {
+    if (f.work->abort_requested()) {
+      executor_->Abort(f.work->description() + " was aborted");
+    } else if (f.work->deadline().Expired() && !f.request->finished) {
+      executor_->Abort(f.work->description() + " timed out");
+    }
+  }
 }
 
 void UcxCommunicator::Abort(const std::string& reason) { executor_->Abort(reason); }

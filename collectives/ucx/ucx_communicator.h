@@ -85,6 +85,9 @@ class UcxCommunicator final : public Communicator {
                              std::optional<uint64_t> forged_generation);
   // Executor idle hook: polls in-flight Send/Recv; true while some remain.
   bool PollInFlight();
+  // While a collective runs: breaks the communicator when an in-flight Send/Recv was aborted
+  // or passed its deadline (PollInFlight completes it once the collective has failed).
+  void WatchInFlight();
 
   const UcxCommunicatorOptions options_;
   std::unique_ptr<UcxTransport> transport_;  // used on the executor thread only
@@ -92,6 +95,7 @@ class UcxCommunicator final : public Communicator {
   std::vector<uint32_t> send_sequence_;      // issuing thread, per peer
   std::vector<uint32_t> recv_sequence_;      // issuing thread, per peer
   std::list<InFlight> in_flight_;            // executor thread
+  std::function<void()> watch_in_flight_;    // WaitControl::background of collectives
   std::unique_ptr<OpExecutor> executor_;     // last: its thread stops first
 };
 

@@ -268,6 +268,7 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
       sched_yield();
     }
     if ((++spins & 127) == 0) {
+      if (control.background != nullptr) (*control.background)();
       RETORT_RETURN_IF_ERROR(CheckPeersAndTraffic());
       if (control.Aborted()) return AbortedError("ucx: operation aborted");
       if (control.deadline.Expired()) {
