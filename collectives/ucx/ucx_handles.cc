@@ -35,6 +35,13 @@ StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
     UCX_CHECK(ucp_config_modify(config.get(), "TLS", options.transports.c_str()),
               "setting UCX transports to '" + options.transports + "'");
   }
+  if (options.shared_memory_error_handling) {
+    // Shared-memory transports only take part in peer-failure error handling when asked;
+    // without this every local peer would be reached over TCP loopback.
+    for (const char* key : {"MM_ERROR_HANDLING"}) {
+      UCX_CHECK(ucp_config_modify(config.get(), key, "y"), std::string("enabling ") + key);
+    }
+  }
   if (!options.keepalive_interval.empty()) {
     ucs_status_t s =
         ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", options.keepalive_interval.c_str());
