@@ -119,8 +119,16 @@ size_t StagingBytes(int rank, int n, const std::vector<size_t>& counts, DataType
   return total * DataTypeSize(dtype);
 }
 
-std::unique_ptr<char[]> AllocateStaging(size_t bytes) {
-  return std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]);
+// Staging memory of the reduce-scatter phase: the communicator's reusable scratch buffer
+// (grow-only, so steady-state operations neither allocate nor page-fault), or a fresh one.
+char* Staging(const RingContext& ctx, size_t bytes, std::unique_ptr<char[]>* fallback) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (ctx.scratch == nullptr) {
+    fallback->reset(new char[bytes]);
+    return fallback->get();
+  }
+  if (ctx.scratch->size() < bytes) ctx.scratch->resize(bytes);
+  return ctx.scratch->data();
 }
 
 void CopyOrScale(void* dst, const void* src, size_t count, DataType dtype, float scale) {
@@ -148,9 +156,10 @@ Status RingReduceScatterV(const RingContext& ctx, ConstBuffer input, MutableBuff
   plan.counts = counts;
   plan.offsets = offsets;
   plan.dtype = input.dtype;
-  auto staging = AllocateStaging(StagingBytes(rank, n, counts, input.dtype));
+  std::unique_ptr<char[]> owned;
+  char* staging = Staging(ctx, StagingBytes(rank, n, counts, input.dtype), &owned);
   AppendReduceScatterSteps(rank, n, static_cast<const char*>(input.data),
-                           static_cast<char*>(output.data), op, staging.get(), &plan);
+                           static_cast<char*>(output.data), op, staging, &plan);
   return RunRing(ctx, plan);
 }
 
@@ -192,9 +201,9 @@ Status RingAllReduce(const RingContext& ctx, MutableBuffer data, ReduceOp op) {
   plan.offsets = Offsets(plan.counts);
   plan.dtype = data.dtype;
   char* base = static_cast<char*>(data.data);
-  auto staging = AllocateStaging(StagingBytes(rank, n, plan.counts, data.dtype));
-  AppendReduceScatterSteps(rank, n, base, base + plan.offsets[rank] * elem, op, staging.get(),
-                           &plan);
+  std::unique_ptr<char[]> owned;
+  char* staging = Staging(ctx, StagingBytes(rank, n, plan.counts, data.dtype), &owned);
+  AppendReduceScatterSteps(rank, n, base, base + plan.offsets[rank] * elem, op, staging, &plan);
   for (int s = 0; s < n - 1; ++s) {  // all-gather phase, continuing the same pipeline
     RingStep step;
     step.segment = Mod(rank - 1 - s, n);

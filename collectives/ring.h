@@ -19,6 +19,8 @@ struct RingContext {
   uint32_t sequence = 0;   // operation number, the same on every rank
   size_t chunk_bytes = 0;  // pipelining granularity
   WaitControl control;
+  // Reusable staging memory owned by the communicator (grow-only); null: allocate per call.
+  std::vector<char>* scratch = nullptr;
 };
 
 Status RingReduceScatterV(const RingContext& ctx, ConstBuffer input, MutableBuffer output,

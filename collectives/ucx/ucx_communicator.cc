@@ -62,6 +62,7 @@ WorkPtr UcxCommunicator::SubmitCollective(std::string description, const Collect
                              ctx.transport = transport_.get();
                              ctx.sequence = sequence;
                              ctx.chunk_bytes = options_.chunk_bytes;
+                             ctx.scratch = &scratch_;
                              ctx.control =
                                  WaitControl{work.deadline(), work.abort_flag(),
                                              executor_->aborted_flag(), &watch_in_flight_};

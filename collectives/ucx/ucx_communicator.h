@@ -95,6 +95,7 @@ class UcxCommunicator final : public Communicator {
   std::vector<uint32_t> send_sequence_;      // issuing thread, per peer
   std::vector<uint32_t> recv_sequence_;      // issuing thread, per peer
   std::list<InFlight> in_flight_;            // executor thread
+  std::vector<char> scratch_;                // executor thread: ring staging memory
   std::function<void()> watch_in_flight_;    // WaitControl::background of collectives
   std::unique_ptr<OpExecutor> executor_;     // last: its thread stops first
 };
