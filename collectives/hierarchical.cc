@@ -127,6 +127,12 @@ Status HierarchicalCommunicator::Await(
   }
 }
 
+char* HierarchicalCommunicator::Scratch(int which, size_t bytes) {
+  std::vector<char>& buffer = scratch_[which];
+  if (buffer.size() < std::max<size_t>(bytes, 1)) buffer.resize(std::max<size_t>(bytes, 1));
+  return buffer.data();
+}
+
 bool HierarchicalCommunicator::PackIsIdentity(const std::vector<size_t>& counts) const {
   // Packed order visits ranks local-index major, node minor; it is the identity when that
   // visit order of the non-empty segments is ascending global rank.
@@ -171,15 +177,14 @@ WorkPtr HierarchicalCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffe
       for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
     }
     for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
-    std::vector<char> packed;
     ConstBuffer intra_in = input;
     if (!PackIsIdentity(counts)) {
-      packed.resize(input.bytes());
-      Pack(static_cast<const char*>(input.data), packed.data(), counts, elem, false);
-      intra_in.data = packed.data();
+      char* packed = Scratch(0, input.bytes());
+      Pack(static_cast<const char*>(input.data), packed, counts, elem, false);
+      intra_in.data = packed;
     }
-    std::vector<char> partial(intra_counts[local_index_] * elem);
-    MutableBuffer intra_out{partial.data(), intra_counts[local_index_], input.dtype};
+    MutableBuffer intra_out{Scratch(1, intra_counts[local_index_] * elem),
+                            intra_counts[local_index_], input.dtype};
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return intra_->ReduceScatterV(intra_in, intra_out, intra_counts, op, o);
     }));
@@ -202,23 +207,22 @@ WorkPtr HierarchicalCommunicator::AllGatherV(ConstBuffer input, MutableBuffer ou
       for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
     }
     for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
-    std::vector<char> gathered(intra_counts[local_index_] * elem);
-    MutableBuffer inter_out{gathered.data(), intra_counts[local_index_], input.dtype};
-    // The input may live inside `output` (in place): copy it before the output is written.
-    std::vector<char> own(static_cast<const char*>(input.data),
-                          static_cast<const char*>(input.data) + input.bytes());
-    ConstBuffer inter_in{own.data(), input.count, input.dtype};
+    MutableBuffer inter_out{Scratch(1, intra_counts[local_index_] * elem),
+                            intra_counts[local_index_], input.dtype};
+    // The input may live inside `output` (in place); the inter all-gather reads it before
+    // anything is written to `output`, so it can be used directly.
+    ConstBuffer inter_in = input;
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
     }));
     const bool identity = PackIsIdentity(counts);
-    std::vector<char> packed(identity ? 0 : output.bytes());
+    char* packed = identity ? nullptr : Scratch(0, output.bytes());
     MutableBuffer intra_out = output;
-    if (!identity) intra_out.data = packed.data();
+    if (!identity) intra_out.data = packed;
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return intra_->AllGatherV(inter_out.AsConst(), intra_out, intra_counts, o);
     }));
-    if (!identity) Pack(packed.data(), static_cast<char*>(output.data), counts, elem, true);
+    if (!identity) Pack(packed, static_cast<char*>(output.data), counts, elem, true);
     return Status::Ok();
   });
 }

@@ -71,6 +71,9 @@ class HierarchicalCommunicator final : public Communicator {
   void Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
             bool unpack) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
+  // Grow-only scratch buffers (0: packed layout, 1: the intra/inter intermediate), used on
+  // the executor thread only, so steady-state operations do not allocate.
+  char* Scratch(int which, size_t bytes);
 
   NodeLayout layout_;
   int rank_ = 0;
@@ -81,6 +84,7 @@ class HierarchicalCommunicator final : public Communicator {
   int local_index_ = 0;
   std::vector<std::vector<int>> rank_at_;  // [node][local index] -> global rank
   std::vector<int> local_index_of_;        // [global rank]
+  std::vector<char> scratch_[2];           // executor thread
   std::chrono::milliseconds default_timeout_{30000};
   std::unique_ptr<Communicator> intra_;
   std::unique_ptr<Communicator> inter_;

@@ -19,6 +19,7 @@ constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of th
 constexpr uint32_t kHelloSequence = 0xfffff;
 constexpr char kRecordMagic[] = "retort-ucx1";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(200);
 
 std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
 
@@ -260,12 +261,17 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
   Request& request = *operation_requests_[id];
   uint64_t spins = 0;
   unsigned idle = 0;
+  SteadyClock::time_point idle_since;
   for (;;) {
     if (Poll(request)) return Result(request);
     if (ucp_worker_progress(worker_.get()) != 0) {
       idle = 0;
-    } else if (++idle > 64) {
-      sched_yield();
+    } else if ((++idle & 63) == 0) {
+      // Spin while the peer is likely to answer soon; give the CPU away only after a longer
+      // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
+      const auto now = SteadyClock::now();
+      if (idle == 64) idle_since = now;
+      if (now - idle_since > kSpinBeforeYield) sched_yield();
     }
     if ((++spins & 127) == 0) {
       if (control.background != nullptr) (*control.background)();
