@@ -4,9 +4,9 @@
 
 namespace retort::collectives {
 
-OpExecutor::OpExecutor(std::string name, std::function<bool()> idle_hook)
-    : name_(std::move(name)), idle_hook_(std::move(idle_hook)) {
-  thread_ = std::thread([this] { Run(); });
+OpExecutor::OpExecutor(std::string name, std::function<bool()> idle_hook, ProgressMode mode)
+    : name_(std::move(name)), idle_hook_(std::move(idle_hook)), mode_(mode) {
+  if (mode_ == ProgressMode::kBackgroundThread) thread_ = std::thread([this] { Run(); });
 }
 
 OpExecutor::~OpExecutor() {
@@ -16,7 +16,18 @@ OpExecutor::~OpExecutor() {
   }
   Break(AbortedError(name_ + " was destroyed"));
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+    return;
+  }
+  std::lock_guard<std::mutex> drive(drive_mu_);
+  std::deque<Entry> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(queue_);
+  }
+  for (Entry& e : left)
+    e.work->Complete(AbortedError(e.work->description() + ": " + name_ + " was destroyed"));
 }
 
 WorkPtr OpExecutor::Submit(std::string description, Deadline deadline, Op op) {
@@ -32,6 +43,9 @@ WorkPtr OpExecutor::SubmitDeferred(std::string description, Deadline deadline, D
 WorkPtr OpExecutor::Enqueue(std::string description, Deadline deadline, DeferredOp op,
                             bool deferred) {
   auto work = std::make_shared<Work>(name_ + ": " + description, deadline);
+  if (mode_ == ProgressMode::kCallerThread) {
+    work->SetDriver([this](Work* target, Deadline wait) { Drive(target, wait); });
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) {
@@ -56,10 +70,29 @@ void OpExecutor::Break(const Status& reason) {
   cv_.notify_all();
 }
 
+void OpExecutor::RunEntry(Entry entry) {
+  Status broken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken = broken_;
+  }
+  if (!broken.ok()) {
+    entry.work->Complete(AbortedError(entry.work->description() +
+                                      ": communicator is broken after: " + broken.ToString()));
+    return;
+  }
+  Status status = entry.op(entry.work);
+  if (!status.ok()) {
+    status = status.WithContext(entry.work->description());
+    LOG_WARN("collectives") << status;
+    Break(status);
+  }
+  if (!entry.deferred || !status.ok()) entry.work->Complete(status);
+}
+
 void OpExecutor::Run() {
   for (;;) {
     Entry entry;
-    Status broken;
     {
       std::unique_lock<std::mutex> lock(mu_);
       while (!stopping_ && queue_.empty()) {
@@ -74,20 +107,29 @@ void OpExecutor::Run() {
       if (queue_.empty()) return;  // stopping and drained
       entry = std::move(queue_.front());
       queue_.pop_front();
-      broken = broken_;
     }
-    if (!broken.ok()) {
-      entry.work->Complete(AbortedError(entry.work->description() +
-                                        ": communicator is broken after: " + broken.ToString()));
-      continue;
+    RunEntry(std::move(entry));
+  }
+}
+
+void OpExecutor::Drive(Work* target, Deadline wait_deadline) {
+  std::lock_guard<std::mutex> drive(drive_mu_);
+  while (!target->IsCompleted() && !wait_deadline.Expired()) {
+    Entry entry;
+    bool have = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!queue_.empty()) {
+        entry = std::move(queue_.front());
+        queue_.pop_front();
+        have = true;
+      }
     }
-    Status status = entry.op(entry.work);
-    if (!status.ok()) {
-      status = status.WithContext(entry.work->description());
-      LOG_WARN("collectives") << status;
-      Break(status);
+    if (have) {
+      RunEntry(std::move(entry));
+    } else if (!idle_hook_ || !idle_hook_()) {
+      return;  // nothing left that could complete the target here
     }
-    if (!entry.deferred || !status.ok()) entry.work->Complete(status);
   }
 }
 

@@ -49,7 +49,7 @@ StatusOr<NodePosition> LocateRank(const NodeLayout& layout, int rank) {
 StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Create(
     const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
     std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
-    std::chrono::milliseconds default_timeout) {
+    std::chrono::milliseconds default_timeout, ProgressMode progress) {
   RETORT_ASSIGN_OR_RETURN(NodePosition pos, LocateRank(layout, rank));
   if (!intra || !inter || !global) {
     return InvalidArgumentError("hierarchical: intra, inter and global communicators required");
@@ -97,8 +97,9 @@ StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Cr
   h->intra_ = std::move(intra);
   h->inter_ = std::move(inter);
   h->global_ = std::move(global);
-  h->executor_ = std::make_unique<OpExecutor>("hierarchical rank " + std::to_string(rank) +
-                                              " gen " + std::to_string(generation));
+  h->executor_ = std::make_unique<OpExecutor>(
+      "hierarchical rank " + std::to_string(rank) + " gen " + std::to_string(generation), nullptr,
+      progress);
   return h;
 }
 

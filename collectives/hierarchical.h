@@ -34,7 +34,8 @@ class HierarchicalCommunicator final : public Communicator {
   static StatusOr<std::unique_ptr<HierarchicalCommunicator>> Create(
       const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
       std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
-      std::chrono::milliseconds default_timeout);
+      std::chrono::milliseconds default_timeout,
+      ProgressMode progress = ProgressMode::kBackgroundThread);
   ~HierarchicalCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -3,6 +3,7 @@
 namespace retort::collectives {
 
 Status Work::Wait(Deadline deadline) {
+  if (driver_ && !IsCompleted()) driver_(this, deadline);
   std::unique_lock<std::mutex> lock(mu_);
   if (deadline.IsNever()) {
     cv_.wait(lock, [&] { return done_; });

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +48,9 @@ class Work {
   Deadline deadline() const { return deadline_; }
 
   // --- backend side ---
+  // Caller-driven progress: Wait() first calls `driver(this, wait_deadline)` on the waiting
+  // thread, which runs the backend's queued work until this Work completes (or it cannot).
+  void SetDriver(std::function<void(Work*, Deadline)> driver) { driver_ = std::move(driver); }
   // Completes the work; later calls are ignored (first status wins).
   void Complete(Status status);
   bool abort_requested() const { return abort_requested_.load(std::memory_order_relaxed); }
@@ -56,6 +60,7 @@ class Work {
   const std::string description_;
   const Deadline deadline_;
   std::atomic<bool> abort_requested_{false};
+  std::function<void(Work*, Deadline)> driver_;  // set before the Work is shared
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;  // guarded by mu_

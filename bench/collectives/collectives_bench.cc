@@ -30,7 +30,9 @@ struct BenchOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   std::string backend = "ucx";
   int local_size = 1;
-  std::string transports;
+  std::string transports = "posix,cma,tcp,self";
+  int64_t spin_us = 200;
+  std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
 };
@@ -90,6 +92,9 @@ int RunRank(const BenchOptions& o, int rank) {
   options.chunk_bytes = static_cast<size_t>(o.chunk_bytes);
   options.default_timeout = std::chrono::milliseconds(120000);
   options.ucx.transports = o.transports;
+  options.ucx.spin_before_yield = std::chrono::microseconds(o.spin_us);
+  options.progress =
+      o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   StatusOr<std::unique_ptr<Communicator>> comm_or =
       o.backend == "hierarchical"
           ? [&] {
@@ -159,7 +164,12 @@ int main(int argc, char** argv) {
   parser.AddInt("chunk_bytes", &o.chunk_bytes, "ring pipelining chunk");
   parser.AddString("backend", &o.backend, "ucx | hierarchical");
   parser.AddInt("local_size", &o.local_size, "ranks per node for --backend=hierarchical");
-  parser.AddString("transports", &o.transports, "UCX transports (UCX_TLS syntax); empty: UCX's");
+  parser.AddString("transports", &o.transports,
+                   "UCX transports (UCX_TLS syntax); empty: UCX's choice");
+  parser.AddInt("spin_us", &o.spin_us,
+                "spin this long without progress before yielding (-1: never)");
+  parser.AddString("progress", &o.progress,
+                   "thread (background executor) | caller (operations run inside Wait)");
   parser.AddString("label", &o.label, "the impl field of the JSON lines");
   auto parsed = parser.Parse(argc, argv);
   if (!parsed.ok()) {

@@ -14,8 +14,13 @@ out=${OUT:-$here/results.jsonl}
 : > "$out"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
 
-"$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes="$min_bytes" \
-  --max_bytes="$max_bytes" | tee -a "$out"
+# retort in both progress modes: background executor thread (what training uses to overlap
+# communication with backward) and caller-driven (operations run inside Work::Wait).
+for mode in thread caller; do
+  label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
+  "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes="$min_bytes" \
+    --max_bytes="$max_bytes" --progress=$mode --label=$label | tee -a "$out"
+done
 
 if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
   mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
@@ -51,8 +56,12 @@ done
 # The machine is shared: repeat the target sizes (16 and 64 MiB) in alternating rounds so that
 # every implementation sees the same load; the summary takes the median per implementation.
 for round in 1 2 3 4; do
-  "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=$((16 << 20)) \
-    --max_bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv | tee -a "$out"
+  for mode in thread caller; do
+    label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
+    "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=$((16 << 20)) \
+      --max_bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv --progress=$mode \
+      --label=$label | tee -a "$out"
+  done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
     mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
       "$build/bench/collectives/mpi_reference" $((16 << 20)) $((64 << 20)) 2>/dev/null |

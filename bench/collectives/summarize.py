@@ -55,20 +55,21 @@ for op, nbytes in keys:
 
 print()
 print("Targets (2 ranks, busbw GB/s):")
-for op, ref in (("all_reduce", "openmpi"), ("all_gather", "openmpi"), ("all_reduce", "gloo")):
+for mine in ("retort-ucx", "retort-ucx-caller"):
+    for op, ref in (("all_reduce", "openmpi"), ("all_gather", "openmpi"), ("all_reduce", "gloo")):
+        for mib in (16, 64):
+            b = mib << 20
+            ours = value.get((mine, op, b))
+            theirs = value.get((ref, op, b))
+            if ours is not None and theirs is not None:
+                verdict = "OK" if ours >= theirs else "BELOW"
+                print(f"- {mine} {op} {mib} MiB: {ours:.3f} vs {ref} {theirs:.3f} -> {verdict}")
     for mib in (16, 64):
         b = mib << 20
-        ours = value.get(("retort-ucx", op, b))
-        theirs = value.get((ref, op, b))
-        if ours is not None and theirs is not None:
-            verdict = "OK" if ours >= theirs else "BELOW"
-            print(f"- {op} {mib} MiB: retort {ours:.3f} vs {ref} {theirs:.3f} -> {verdict}")
-for mib in (16, 64):
-    b = mib << 20
-    ours = value.get(("retort-ucx", "send_recv", b))
-    ceiling = value.get(("ucx_perftest", "send_recv", b))
-    if ours is not None and ceiling:
-        ratio = ours / ceiling
-        verdict = "OK" if ratio >= 0.8 else "BELOW"
-        print(f"- send_recv {mib} MiB: retort {ours:.3f} vs ucx_perftest tag_bw {ceiling:.3f}"
-              f" = {ratio:.0%} -> {verdict}")
+        ours = value.get((mine, "send_recv", b))
+        ceiling = value.get(("ucx_perftest", "send_recv", b))
+        if ours is not None and ceiling:
+            ratio = ours / ceiling
+            verdict = "OK" if ratio >= 0.8 else "BELOW"
+            print(f"- {mine} send_recv {mib} MiB: {ours:.3f} vs ucx_perftest tag_bw"
+                  f" {ceiling:.3f} = {ratio:.0%} -> {verdict}")

@@ -32,9 +32,10 @@ UcxCommunicator::UcxCommunicator(std::unique_ptr<UcxTransport> transport,
       send_sequence_(static_cast<size_t>(transport_->size()), 0),
       recv_sequence_(static_cast<size_t>(transport_->size()), 0) {
   watch_in_flight_ = [this] { WatchInFlight(); };
-  executor_ = std::make_unique<OpExecutor>("ucx rank " + std::to_string(transport_->rank()) +
-                                               " gen " + std::to_string(transport_->generation()),
-                                           [this] { return PollInFlight(); });
+  executor_ = std::make_unique<OpExecutor>(
+      "ucx rank " + std::to_string(transport_->rank()) + " gen " +
+          std::to_string(transport_->generation()),
+      [this] { return PollInFlight(); }, options.progress);
 }
 
 UcxCommunicator::~UcxCommunicator() {

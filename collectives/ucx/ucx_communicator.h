@@ -1,10 +1,11 @@
 // UcxCommunicator: the Communicator over UCX (CPU memory), ring algorithms from ring.h.
 //
-// Threading model: operations run one at a time on the communicator's executor thread,
-// which drives UCX progress itself (caller-driven progress, no separate progress thread);
-// the issuing thread only enqueues and later waits on the Work. Send/Recv are posted by the
-// executor and finish in the background (polled whenever the executor is idle), so two ranks
-// may each Send before they Recv without deadlocking.
+// Threading model: operations run one at a time on the communicator's executor, which drives
+// UCX progress itself (no separate progress thread). With ProgressMode::kBackgroundThread
+// (default) the executor is a thread and the issuing thread only enqueues and later waits;
+// with kCallerThread operations run inside Work::Wait on the waiting thread. Send/Recv are
+// posted by the executor and finish in the background (polled whenever the executor is
+// idle), so two ranks may each Send before they Recv without deadlocking.
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,9 @@ struct UcxCommunicatorOptions {
   std::chrono::milliseconds bootstrap_timeout{60000};
   // Pipelining granularity of the ring algorithms.
   size_t chunk_bytes = size_t{1} << 20;
+  // Background executor thread (overlaps the caller's computation), or caller-driven
+  // progress inside Work::Wait (see executor.h).
+  ProgressMode progress = ProgressMode::kBackgroundThread;
   UcxContextOptions ucx;
 };
 

@@ -4,6 +4,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,9 @@ struct UcxContextOptions {
   // How often UCX checks that peers are alive; short so a dead peer becomes an error fast.
   std::string keepalive_interval = "1s";
   size_t estimated_num_eps = 0;
+  // Waits spin on ucp_worker_progress and yield the CPU only after this long without
+  // progress (a yield on a busy host can cost a scheduler time slice). Negative: never yield.
+  std::chrono::microseconds spin_before_yield{200};
 };
 
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);

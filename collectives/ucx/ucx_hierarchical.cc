@@ -14,6 +14,9 @@ StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
   const std::string base =
       options.key_prefix.empty() ? "g" + std::to_string(generation) + "/hier" : options.key_prefix;
   UcxCommunicatorOptions level = options;
+  // The levels are driven by the composite's executor (Wait on its thread): no threads of
+  // their own, no hand-offs.
+  level.progress = ProgressMode::kCallerThread;
   level.key_prefix = base + "/intra" + std::to_string(pos.node);
   RETORT_ASSIGN_OR_RETURN(
       auto intra, CreateUcxCommunicator(store, pos.local_index, pos.local_size, generation, level));
@@ -21,6 +24,7 @@ StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
   RETORT_ASSIGN_OR_RETURN(auto inter,
                           CreateUcxCommunicator(store, pos.node, pos.num_nodes, generation, level));
   level.key_prefix = base + "/global";
+  level.progress = options.progress;
   RETORT_ASSIGN_OR_RETURN(auto global, CreateUcxCommunicator(store, rank, size, generation, level));
   RETORT_ASSIGN_OR_RETURN(
       auto composed,

@@ -19,7 +19,6 @@ constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of th
 constexpr uint32_t kHelloSequence = 0xfffff;
 constexpr char kRecordMagic[] = "retort-ucx1";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
-constexpr auto kSpinBeforeYield = std::chrono::microseconds(200);
 
 std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
 
@@ -42,6 +41,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   std::unique_ptr<UcxTransport> t(new UcxTransport(rank, size, generation));
   UcxContextOptions context_options = options;
   context_options.estimated_num_eps = static_cast<size_t>(size);
+  t->spin_before_yield_ = options.spin_before_yield;
   RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
   RETORT_ASSIGN_OR_RETURN(t->worker_, CreateUcpWorker(t->context_.get()));
   RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline));
@@ -271,7 +271,9 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
       // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
       const auto now = SteadyClock::now();
       if (idle == 64) idle_since = now;
-      if (now - idle_since > kSpinBeforeYield) sched_yield();
+      if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
+        sched_yield();
+      }
     }
     if ((++spins & 127) == 0) {
       if (control.background != nullptr) (*control.background)();
