@@ -8,10 +8,12 @@
 namespace retort::collectives::testing {
 namespace {
 
-CommunicatorFactory UcxFactory(size_t chunk_bytes = 64 << 10) {
-  return [chunk_bytes](Store* store, int rank, int size, uint64_t generation) {
+CommunicatorFactory UcxFactory(size_t chunk_bytes = 64 << 10,
+                               ProgressMode progress = ProgressMode::kBackgroundThread) {
+  return [chunk_bytes, progress](Store* store, int rank, int size, uint64_t generation) {
     ucx::UcxCommunicatorOptions options;
     options.chunk_bytes = chunk_bytes;
+    options.progress = progress;
     options.default_timeout = std::chrono::milliseconds(20000);
     options.bootstrap_timeout = std::chrono::milliseconds(20000);
     return ucx::CreateUcxCommunicator(store, rank, size, generation, options);
@@ -93,6 +95,26 @@ TEST(UcxCommunicatorTest, ManyOutstandingOperationsCompleteInOrder) {
     for (auto& w : works) ASSERT_TRUE(WaitFor(w).ok());
     for (auto& b : buffers)
       EXPECT_TRUE(MatchesReduction(b, 0, 3, ReduceOp::kSum, DataType::kFloat32));
+  });
+}
+
+TEST(UcxCommunicatorTest, CallerDrivenProgressRunsOperationsInsideWait) {
+  RunThreadRanks(3, UcxFactory(16 << 10, ProgressMode::kCallerThread), [](Communicator& comm) {
+    for (DataType dtype : kDtypes) {
+      CheckAllReduce(comm, dtype, ReduceOp::kAverage, 100003);
+      CheckReduceScatterV(comm, dtype, ReduceOp::kSum, UnevenCounts(comm.size(), 30011));
+      CheckAllGatherV(comm, dtype, UnevenCounts(comm.size(), 20011));
+    }
+    CheckBroadcast(comm, DataType::kFloat32, 7919, 1);
+    CheckAllToAllV(comm, 4099);
+    CheckSendRecvRing(comm, 200003);  // both posted before either is waited on
+    // Nothing runs until someone waits: a queued operation is not complete by itself.
+    TypedBuffer data = MakeInput(comm.rank(), DataType::kFloat32, 64);
+    WorkPtr queued = comm.AllReduce(data.mutable_buffer(), ReduceOp::kSum);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(queued->IsCompleted());
+    ASSERT_TRUE(WaitFor(queued).ok());
+    EXPECT_TRUE(MatchesReduction(data, 0, comm.size(), ReduceOp::kSum, DataType::kFloat32));
   });
 }
 
