@@ -1,0 +1,95 @@
+// Communicator: the data-plane interface every backend (UCX, NCCL) and composition
+// (hierarchical) implements. Algorithms above it never name a transport.
+//
+// Semantics shared by every implementation:
+//  - Asynchronous: every call returns a Work at once; operations on one communicator execute
+//    in call order, and every rank must issue the same collectives in the same order.
+//  - Generation: a communicator is created for one generation (uint64, fixed for its life) and
+//    every message it sends carries it. Traffic from another generation is refused with
+//    FAILED_PRECONDITION, never mixed into a result.
+//  - Deadlines: each operation fails with DEADLINE_EXCEEDED at the latest `timeout` after it
+//    was issued (CollectiveOptions::timeout, defaulting to default_timeout()). A dead peer is
+//    reported as UNAVAILABLE or DEADLINE_EXCEEDED within that deadline.
+//  - Failure: after any failed or aborted operation the communicator is broken (peers are
+//    out of step): later operations complete at once with ABORTED naming the first error.
+//    Build a new communicator (normally for the next generation).
+//  - Buffers: raw pointer + count + dtype, owned by the caller and left untouched by the
+//    caller until the Work completes. Counts are in elements. Input and output must not
+//    overlap, except where an operation documents an in-place form.
+//  - Reductions: fp32, bf16, fp16; 16-bit types reduce with fp32 arithmetic per step. kAverage
+//    divides by size() once, in fp32, at the end.
+// Thread-safety: the issuing methods may be called from one thread at a time (the training
+// loop); Work objects may be waited on from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/types.h"
+#include "collectives/work.h"
+
+namespace retort::collectives {
+
+struct CollectiveOptions {
+  // How long the operation may take from the moment it is issued; unset: the communicator's
+  // default_timeout().
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual uint64_t generation() const = 0;
+  virtual std::chrono::milliseconds default_timeout() const = 0;
+  // "ucx", "nccl", "hierarchical(...)": for logs.
+  virtual std::string name() const = 0;
+
+  // input: sum(counts) elements, segment r = [offset(r), offset(r) + counts[r]); output:
+  // counts[rank()] elements receive the reduction of segment rank() over all ranks. counts has
+  // size() entries, zeros allowed. In place: output.data may equal the start of this rank's
+  // segment of input.
+  virtual WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                 const std::vector<size_t>& counts, ReduceOp op,
+                                 const CollectiveOptions& options = {}) = 0;
+  // input: counts[rank()] elements; output: sum(counts) elements, segment r from rank r. In
+  // place: input.data may equal the start of this rank's segment of output.
+  virtual WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output,
+                             const std::vector<size_t>& counts,
+                             const CollectiveOptions& options = {}) = 0;
+  // In place on `data` (same count on every rank).
+  virtual WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
+                            const CollectiveOptions& options = {}) = 0;
+  // `data` of `root` is copied into `data` of every other rank (same count everywhere).
+  virtual WorkPtr Broadcast(MutableBuffer data, int root,
+                            const CollectiveOptions& options = {}) = 0;
+  virtual WorkPtr Barrier(const CollectiveOptions& options = {}) = 0;
+  // Point to point. A Send matches the Recv on `peer` with the same tag, in issue order per
+  // (pair, tag). Counts and dtypes must agree (a longer message is an error, not truncated).
+  virtual WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
+                       const CollectiveOptions& options = {}) = 0;
+  virtual WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
+                       const CollectiveOptions& options = {}) = 0;
+  // Every rank sends send_counts[p] elements (packed in rank order in `input`) to rank p and
+  // receives recv_counts[p] elements from p (packed in rank order in `output`). Both vectors
+  // have size() entries; send_counts[p] here must equal recv_counts[rank()] on p.
+  virtual WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                            MutableBuffer output, const std::vector<size_t>& recv_counts,
+                            const CollectiveOptions& options = {}) = 0;
+
+  // Breaks the communicator: running and queued operations complete with ABORTED(reason).
+  virtual void Abort(const std::string& reason) = 0;
+
+  // Equal-count forms: input has size() * output.count elements (reduce-scatter) and output
+  // has size() * input.count elements (all-gather).
+  WorkPtr ReduceScatter(ConstBuffer input, MutableBuffer output, ReduceOp op,
+                        const CollectiveOptions& options = {});
+  WorkPtr AllGather(ConstBuffer input, MutableBuffer output, const CollectiveOptions& options = {});
+};
+
+}  // namespace retort::collectives

@@ -1,0 +1,305 @@
+#include "collectives/hierarchical.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "collectives/validate.h"
+
+namespace retort::collectives {
+
+StatusOr<NodePosition> LocateRank(const NodeLayout& layout, int rank) {
+  const int world = static_cast<int>(layout.node_of_rank.size());
+  if (rank < 0 || rank >= world) {
+    return InvalidArgumentError("node layout: rank " + std::to_string(rank) + " outside [0, " +
+                                std::to_string(world) + ")");
+  }
+  std::map<int, int> ranks_per_node;
+  NodePosition pos;
+  for (int r = 0; r < world; ++r) {
+    const int node = layout.node_of_rank[r];
+    if (node < 0 || node >= world) {
+      return InvalidArgumentError("node layout: rank " + std::to_string(r) + " has node id " +
+                                  std::to_string(node) + " outside [0, " + std::to_string(world) +
+                                  ")");
+    }
+    if (r == rank) {
+      pos.node = node;
+      pos.local_index = ranks_per_node[node];
+    }
+    ++ranks_per_node[node];
+  }
+  pos.num_nodes = static_cast<int>(ranks_per_node.size());
+  pos.local_size = ranks_per_node.begin()->second;
+  for (const auto& [node, count] : ranks_per_node) {
+    if (count != pos.local_size) {
+      return InvalidArgumentError(
+          "node layout: node " + std::to_string(node) + " has " + std::to_string(count) +
+          " ranks, node " + std::to_string(ranks_per_node.begin()->first) + " has " +
+          std::to_string(pos.local_size) + ": every node must hold the same number of ranks");
+    }
+  }
+  if (ranks_per_node.rbegin()->first != pos.num_nodes - 1) {
+    return InvalidArgumentError("node layout: node ids must be 0.." +
+                                std::to_string(pos.num_nodes - 1));
+  }
+  return pos;
+}
+
+StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Create(
+    const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
+    std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
+    std::chrono::milliseconds default_timeout, ProgressMode progress) {
+  RETORT_ASSIGN_OR_RETURN(NodePosition pos, LocateRank(layout, rank));
+  if (!intra || !inter || !global) {
+    return InvalidArgumentError("hierarchical: intra, inter and global communicators required");
+  }
+  if (intra->size() != pos.local_size || intra->rank() != pos.local_index) {
+    return InvalidArgumentError(
+        "hierarchical: intra communicator is rank " + std::to_string(intra->rank()) + " of " +
+        std::to_string(intra->size()) + ", layout says local index " +
+        std::to_string(pos.local_index) + " of " + std::to_string(pos.local_size));
+  }
+  if (inter->size() != pos.num_nodes || inter->rank() != pos.node) {
+    return InvalidArgumentError("hierarchical: inter communicator is rank " +
+                                std::to_string(inter->rank()) + " of " +
+                                std::to_string(inter->size()) + ", layout says node " +
+                                std::to_string(pos.node) + " of " + std::to_string(pos.num_nodes));
+  }
+  if (global->size() != static_cast<int>(layout.node_of_rank.size()) || global->rank() != rank) {
+    return InvalidArgumentError("hierarchical: global communicator is not rank " +
+                                std::to_string(rank) + " of " +
+                                std::to_string(layout.node_of_rank.size()));
+  }
+  for (const Communicator* c : {intra.get(), inter.get(), global.get()}) {
+    if (c->generation() != generation) {
+      return FailedPreconditionError("hierarchical: " + c->name() + " communicator is generation " +
+                                     std::to_string(c->generation()) + ", expected " +
+                                     std::to_string(generation));
+    }
+  }
+  std::unique_ptr<HierarchicalCommunicator> h(new HierarchicalCommunicator());
+  h->layout_ = layout;
+  h->rank_ = rank;
+  h->generation_ = generation;
+  h->num_nodes_ = pos.num_nodes;
+  h->local_size_ = pos.local_size;
+  h->node_ = pos.node;
+  h->local_index_ = pos.local_index;
+  h->default_timeout_ = default_timeout;
+  h->rank_at_.assign(pos.num_nodes, std::vector<int>());
+  h->local_index_of_.resize(layout.node_of_rank.size());
+  for (size_t r = 0; r < layout.node_of_rank.size(); ++r) {
+    auto& node_ranks = h->rank_at_[layout.node_of_rank[r]];
+    h->local_index_of_[r] = static_cast<int>(node_ranks.size());
+    node_ranks.push_back(static_cast<int>(r));
+  }
+  h->intra_ = std::move(intra);
+  h->inter_ = std::move(inter);
+  h->global_ = std::move(global);
+  h->executor_ = std::make_unique<OpExecutor>(
+      "hierarchical rank " + std::to_string(rank) + " gen " + std::to_string(generation), nullptr,
+      progress);
+  return h;
+}
+
+HierarchicalCommunicator::~HierarchicalCommunicator() { executor_.reset(); }
+
+std::string HierarchicalCommunicator::name() const {
+  return "hierarchical(" + intra_->name() + " x " + inter_->name() + ")";
+}
+
+WorkPtr HierarchicalCommunicator::Submit(std::string description, const CollectiveOptions& options,
+                                         Step step) {
+  const auto timeout = options.timeout.value_or(default_timeout_);
+  return executor_->Submit(std::move(description), Deadline::After(timeout), std::move(step));
+}
+
+Status HierarchicalCommunicator::Await(
+    Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
+  CollectiveOptions sub;
+  sub.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
+  WorkPtr work = issue(sub);
+  for (;;) {
+    Status s = work->Wait(Deadline::AfterMs(20));
+    if (work->IsCompleted()) return s;
+    if (parent.abort_requested() || executor_->aborted_flag()->load()) work->Abort();
+  }
+}
+
+char* HierarchicalCommunicator::Scratch(int which, size_t bytes) {
+  std::vector<char>& buffer = scratch_[which];
+  if (buffer.size() < std::max<size_t>(bytes, 1)) buffer.resize(std::max<size_t>(bytes, 1));
+  return buffer.data();
+}
+
+bool HierarchicalCommunicator::PackIsIdentity(const std::vector<size_t>& counts) const {
+  // Packed order visits ranks local-index major, node minor; it is the identity when that
+  // visit order of the non-empty segments is ascending global rank.
+  std::vector<int> order;
+  for (int l = 0; l < local_size_; ++l) {
+    for (int n = 0; n < num_nodes_; ++n) {
+      if (counts[rank_at_[n][l]] > 0) order.push_back(rank_at_[n][l]);
+    }
+  }
+  return std::is_sorted(order.begin(), order.end());
+}
+
+void HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vector<size_t>& counts,
+                                    size_t elem, bool unpack) const {
+  const std::vector<size_t> offsets = Offsets(counts);
+  size_t packed = 0;
+  for (int l = 0; l < local_size_; ++l) {
+    for (int n = 0; n < num_nodes_; ++n) {
+      const int r = rank_at_[n][l];
+      const size_t bytes = counts[r] * elem;
+      if (bytes == 0) continue;
+      if (unpack) {
+        std::memcpy(dst + offsets[r] * elem, src + packed, bytes);
+      } else {
+        std::memcpy(dst + packed, src + offsets[r] * elem, bytes);
+      }
+      packed += bytes;
+    }
+  }
+}
+
+WorkPtr HierarchicalCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                                 const std::vector<size_t>& counts, ReduceOp op,
+                                                 const CollectiveOptions& options) {
+  Status valid = ValidateReduceScatterV(rank(), size(), input, output, counts);
+  if (!valid.ok()) return CompletedWork("reduce_scatter", valid);
+  return Submit("reduce_scatter", options, [=](Work& work) -> Status {
+    const size_t elem = DataTypeSize(input.dtype);
+    std::vector<size_t> intra_counts(local_size_, 0);
+    std::vector<size_t> inter_counts(num_nodes_, 0);
+    for (int l = 0; l < local_size_; ++l) {
+      for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
+    }
+    for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
+    ConstBuffer intra_in = input;
+    if (!PackIsIdentity(counts)) {
+      char* packed = Scratch(0, input.bytes());
+      Pack(static_cast<const char*>(input.data), packed, counts, elem, false);
+      intra_in.data = packed;
+    }
+    MutableBuffer intra_out{Scratch(1, intra_counts[local_index_] * elem),
+                            intra_counts[local_index_], input.dtype};
+    RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+      return intra_->ReduceScatterV(intra_in, intra_out, intra_counts, op, o);
+    }));
+    return Await(work, [&](const CollectiveOptions& o) {
+      return inter_->ReduceScatterV(intra_out.AsConst(), output, inter_counts, op, o);
+    });
+  });
+}
+
+WorkPtr HierarchicalCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
+                                             const std::vector<size_t>& counts,
+                                             const CollectiveOptions& options) {
+  Status valid = ValidateAllGatherV(rank(), size(), input, output, counts);
+  if (!valid.ok()) return CompletedWork("all_gather", valid);
+  return Submit("all_gather", options, [=](Work& work) -> Status {
+    const size_t elem = DataTypeSize(input.dtype);
+    std::vector<size_t> intra_counts(local_size_, 0);
+    std::vector<size_t> inter_counts(num_nodes_, 0);
+    for (int l = 0; l < local_size_; ++l) {
+      for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
+    }
+    for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
+    MutableBuffer inter_out{Scratch(1, intra_counts[local_index_] * elem),
+                            intra_counts[local_index_], input.dtype};
+    // The input may live inside `output` (in place); the inter all-gather reads it before
+    // anything is written to `output`, so it can be used directly.
+    ConstBuffer inter_in = input;
+    RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+      return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
+    }));
+    const bool identity = PackIsIdentity(counts);
+    char* packed = identity ? nullptr : Scratch(0, output.bytes());
+    MutableBuffer intra_out = output;
+    if (!identity) intra_out.data = packed;
+    RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+      return intra_->AllGatherV(inter_out.AsConst(), intra_out, intra_counts, o);
+    }));
+    if (!identity) Pack(packed, static_cast<char*>(output.data), counts, elem, true);
+    return Status::Ok();
+  });
+}
+
+WorkPtr HierarchicalCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
+                                            const CollectiveOptions& options) {
+  Status valid = CheckBuffer(data.data, data.count, "all_reduce data");
+  if (!valid.ok()) return CompletedWork("all_reduce", valid);
+  return Submit("all_reduce", options, [=](Work& work) -> Status {
+    const size_t elem = DataTypeSize(data.dtype);
+    const std::vector<size_t> counts = EvenCounts(data.count, local_size_);
+    const size_t offset = Offsets(counts)[local_index_];
+    MutableBuffer mine{static_cast<char*>(data.data) + offset * elem, counts[local_index_],
+                       data.dtype};
+    RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+      return intra_->ReduceScatterV(data.AsConst(), mine, counts, op, o);
+    }));
+    RETORT_RETURN_IF_ERROR(
+        Await(work, [&](const CollectiveOptions& o) { return inter_->AllReduce(mine, op, o); }));
+    return Await(work, [&](const CollectiveOptions& o) {
+      return intra_->AllGatherV(mine.AsConst(), data, counts, o);
+    });
+  });
+}
+
+WorkPtr HierarchicalCommunicator::Broadcast(MutableBuffer data, int root,
+                                            const CollectiveOptions& options) {
+  Status valid = ValidateBroadcast(size(), data, root);
+  if (!valid.ok()) return CompletedWork("broadcast", valid);
+  return Submit("broadcast", options, [=](Work& work) -> Status {
+    const int root_node = layout_.node_of_rank[root];
+    const int root_local = local_index_of_[root];
+    if (local_index_ == root_local) {
+      RETORT_RETURN_IF_ERROR(Await(
+          work, [&](const CollectiveOptions& o) { return inter_->Broadcast(data, root_node, o); }));
+    }
+    return Await(
+        work, [&](const CollectiveOptions& o) { return intra_->Broadcast(data, root_local, o); });
+  });
+}
+
+WorkPtr HierarchicalCommunicator::Barrier(const CollectiveOptions& options) {
+  return Submit("barrier", options, [=](Work& work) -> Status {
+    RETORT_RETURN_IF_ERROR(
+        Await(work, [&](const CollectiveOptions& o) { return intra_->Barrier(o); }));
+    RETORT_RETURN_IF_ERROR(
+        Await(work, [&](const CollectiveOptions& o) { return inter_->Barrier(o); }));
+    return Await(work, [&](const CollectiveOptions& o) { return intra_->Barrier(o); });
+  });
+}
+
+// Point-to-point and all-to-all go straight to the flat communicator; they are ordered with
+// respect to each other, not with respect to the composite collectives.
+WorkPtr HierarchicalCommunicator::Send(ConstBuffer data, int peer, uint32_t tag,
+                                       const CollectiveOptions& options) {
+  return global_->Send(data, peer, tag, options);
+}
+
+WorkPtr HierarchicalCommunicator::Recv(MutableBuffer data, int peer, uint32_t tag,
+                                       const CollectiveOptions& options) {
+  return global_->Recv(data, peer, tag, options);
+}
+
+WorkPtr HierarchicalCommunicator::AllToAllV(ConstBuffer input,
+                                            const std::vector<size_t>& send_counts,
+                                            MutableBuffer output,
+                                            const std::vector<size_t>& recv_counts,
+                                            const CollectiveOptions& options) {
+  return global_->AllToAllV(input, send_counts, output, recv_counts, options);
+}
+
+void HierarchicalCommunicator::Abort(const std::string& reason) {
+  executor_->Abort(reason);
+  intra_->Abort(reason);
+  inter_->Abort(reason);
+  global_->Abort(reason);
+}
+
+}  // namespace retort::collectives

@@ -1,0 +1,105 @@
+// HierarchicalCommunicator: composes an intra-node communicator (the ranks of this node) and
+// an inter-node communicator (the ranks with this local index, one per node) into one
+// communicator over all ranks, written only against the Communicator interface:
+//  - reduce-scatter: intra reduce-scatter, then inter reduce-scatter among equal local ranks;
+//  - all-gather: the mirror image (inter all-gather, then intra all-gather);
+//  - all-reduce: intra reduce-scatter, inter all-reduce of this rank's part, intra all-gather;
+//  - broadcast: inter broadcast among the root's local index, then intra broadcast;
+//  - point-to-point and all-to-all-v go through `global`, a flat communicator over all ranks.
+// With ranks numbered node-major (all of node 0, then node 1, ...) no packing copy is needed
+// for equal counts; other layouts pack through a scratch buffer.
+//
+// Threading: composite operations run on this communicator's executor thread, which is the
+// only caller of the three sub-communicators once created (they are owned).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/executor.h"
+#include "collectives/store.h"
+
+namespace retort::collectives {
+
+// Which node every global rank runs on. Every node must hold the same number of ranks;
+// a rank's local index is its position among its node's ranks in global rank order.
+struct NodeLayout {
+  std::vector<int> node_of_rank;  // indexed by global rank; node ids 0..num_nodes-1
+};
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  // `intra` must be ranked by local index, `inter` by node id; `global` by global rank.
+  static StatusOr<std::unique_ptr<HierarchicalCommunicator>> Create(
+      const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
+      std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
+      std::chrono::milliseconds default_timeout,
+      ProgressMode progress = ProgressMode::kBackgroundThread);
+  ~HierarchicalCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(layout_.node_of_rank.size()); }
+  uint64_t generation() const override { return generation_; }
+  std::chrono::milliseconds default_timeout() const override { return default_timeout_; }
+  std::string name() const override;
+
+  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                         ReduceOp op, const CollectiveOptions& options = {}) override;
+  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                     const CollectiveOptions& options = {}) override;
+  WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
+                    const CollectiveOptions& options = {}) override;
+  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {}) override;
+  WorkPtr Barrier(const CollectiveOptions& options = {}) override;
+  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
+               const CollectiveOptions& options = {}) override;
+  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
+               const CollectiveOptions& options = {}) override;
+  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
+                    const std::vector<size_t>& recv_counts,
+                    const CollectiveOptions& options = {}) override;
+  void Abort(const std::string& reason) override;
+
+ private:
+  HierarchicalCommunicator() = default;
+  using Step = std::function<Status(Work& work)>;
+  WorkPtr Submit(std::string description, const CollectiveOptions& options, Step step);
+  // Issues a sub-operation's remaining time budget and waits for it, aborting it when the
+  // composite work is aborted.
+  Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
+  // Global rank order -> (local index major, node minor) packed order, for segments `counts`.
+  void Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
+            bool unpack) const;
+  bool PackIsIdentity(const std::vector<size_t>& counts) const;
+  // Grow-only scratch buffers (0: packed layout, 1: the intra/inter intermediate), used on
+  // the executor thread only, so steady-state operations do not allocate.
+  char* Scratch(int which, size_t bytes);
+
+  NodeLayout layout_;
+  int rank_ = 0;
+  uint64_t generation_ = 0;
+  int num_nodes_ = 0;
+  int local_size_ = 0;
+  int node_ = 0;
+  int local_index_ = 0;
+  std::vector<std::vector<int>> rank_at_;  // [node][local index] -> global rank
+  std::vector<int> local_index_of_;        // [global rank]
+  std::vector<char> scratch_[2];           // executor thread
+  std::chrono::milliseconds default_timeout_{30000};
+  std::unique_ptr<Communicator> intra_;
+  std::unique_ptr<Communicator> inter_;
+  std::unique_ptr<Communicator> global_;
+  std::unique_ptr<OpExecutor> executor_;  // last: stops first
+};
+
+// Checks the layout and returns (node, local index, ranks per node, number of nodes) of `rank`.
+struct NodePosition {
+  int node = 0;
+  int local_index = 0;
+  int local_size = 0;
+  int num_nodes = 0;
+};
+StatusOr<NodePosition> LocateRank(const NodeLayout& layout, int rank);
+
+}  // namespace retort::collectives

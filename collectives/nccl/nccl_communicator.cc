@@ -1,0 +1,385 @@
+#include "collectives/nccl/nccl_communicator.h"
+
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "collectives/nccl/nccl_check.h"
+#include "collectives/validate.h"
+#include "common/logging.h"
+
+namespace retort::collectives::nccl {
+namespace {
+
+constexpr char kRecordMagic[] = "retort-nccl1";
+
+ncclDataType_t ToNccl(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kFloat16:
+      return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t ToNccl(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
+
+bool AllEqual(const std::vector<size_t>& counts) {
+  for (size_t c : counts) {
+    if (c != counts[0]) return false;
+  }
+  return true;
+}
+
+// Waits until a non-blocking communicator finished its pending call.
+Status AwaitComm(ncclComm_t comm, Deadline deadline, const std::string& what) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &state), what + ": ncclCommGetAsyncError");
+    if (state == ncclSuccess) return Status::Ok();
+    if (state != ncclInProgress) return NcclError(state, what, __FILE__, __LINE__);
+    if (deadline.Expired()) return DeadlineExceededError(what + ": timed out");
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace
+
+Status NcclError(ncclResult_t result, const std::string& what, const char* file, int line) {
+  std::string message =
+      what + ": " + ncclGetErrorString(result) + " (" + file + ":" + std::to_string(line) + ")";
+  switch (result) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return InvalidArgumentError(message);
+    case ncclRemoteError:
+    case ncclSystemError:
+      return UnavailableError(message);
+    default:
+      return InternalError(message);
+  }
+}
+
+Status CudaError(cudaError_t error, const std::string& what, const char* file, int line) {
+  return InternalError(what + ": " + cudaGetErrorString(error) + " (" + file + ":" +
+                       std::to_string(line) + ")");
+}
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+}
+
+NcclCommunicator::NcclCommunicator(int rank, int size, uint64_t generation,
+                                   const NcclCommunicatorOptions& o)
+    : rank_(rank), size_(size), generation_(generation), options_(o) {}
+
+StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    Store* store, int rank, int size, uint64_t generation, const NcclCommunicatorOptions& o) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return InvalidArgumentError("nccl: rank " + std::to_string(rank) + " of " +
+                                std::to_string(size) + " is not a valid position");
+  }
+  if (CudaDeviceCount() == 0) return FailedPreconditionError("nccl: no CUDA device visible");
+  const Deadline deadline = Deadline::After(o.bootstrap_timeout);
+  CUDA_CHECK(cudaSetDevice(o.device), "nccl: selecting device " + std::to_string(o.device));
+  const std::string key =
+      (o.key_prefix.empty() ? "g" + std::to_string(generation) + "/nccl" : o.key_prefix) +
+      "/unique_id";
+  ncclUniqueId id;
+  if (rank == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id), "nccl: ncclGetUniqueId");
+    std::ostringstream record;
+    record << kRecordMagic << ' ' << generation << ' ' << size << '\n';
+    record.write(id.internal, sizeof(id.internal));
+    RETORT_RETURN_IF_ERROR(store->Set(key, record.str(), deadline));
+  } else {
+    RETORT_ASSIGN_OR_RETURN(std::string value, store->Get(key, deadline));
+    const size_t newline = value.find('\n');
+    std::istringstream header(value.substr(0, newline == std::string::npos ? 0 : newline));
+    std::string magic;
+    uint64_t record_generation = 0;
+    int record_size = 0;
+    header >> magic >> record_generation >> record_size;
+    if (newline == std::string::npos || magic != kRecordMagic ||
+        value.size() - newline - 1 != sizeof(id.internal)) {
+      return DataLossError("nccl: store key '" + key + "' does not hold an NCCL unique id");
+    }
+    if (record_generation != generation || record_size != size) {
+      return FailedPreconditionError(
+          "nccl: unique id under '" + key + "' is for generation " +
+          std::to_string(record_generation) + " with " + std::to_string(record_size) +
+          " ranks; this communicator is generation " + std::to_string(generation) + " with " +
+          std::to_string(size) + ": refused");
+    }
+    std::memcpy(id.internal, value.data() + newline + 1, sizeof(id.internal));
+  }
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(rank, size, generation, o));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "nccl: creating stream");
+  c->stream_ = CudaStream(stream);
+  cudaEvent_t event = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "nccl: creating event");
+  c->caller_ready_ = CudaEvent(event);
+  void* scratch = nullptr;
+  CUDA_CHECK(cudaMalloc(&scratch, sizeof(float)), "nccl: allocating barrier scratch");
+  c->barrier_scratch_ = DeviceBuffer(scratch);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that a stuck initialization can be aborted at the deadline
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config), "nccl: ncclCommInitRank");
+  c->comm_ = NcclComm(comm);
+  RETORT_RETURN_IF_ERROR(AwaitComm(comm, deadline, "nccl: communicator initialization"));
+  c->watchdog_ = std::thread([raw = c.get()] { raw->Watchdog(); });
+  return c;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (!pending_.empty()) Break(AbortedError("nccl: communicator destroyed"));
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void NcclCommunicator::Break(const Status& reason) {
+  if (broken_.ok()) broken_ = reason;
+  comm_.Abort();
+  for (Pending& p : pending_) p.work->Complete(reason);
+  pending_.clear();
+}
+
+void NcclCommunicator::Abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Break(AbortedError(reason));
+}
+
+WorkPtr NcclCommunicator::Enqueue(const std::string& description, const CollectiveOptions& options,
+                                  const std::function<Status()>& enqueue) {
+  const Deadline deadline = Deadline::After(options.timeout.value_or(options_.default_timeout));
+  auto work =
+      std::make_shared<Work>("nccl rank " + std::to_string(rank_) + ": " + description, deadline);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) {
+    work->Complete(AbortedError(work->description() +
+                                ": communicator is broken after: " + broken_.ToString()));
+    return work;
+  }
+  auto run = [&]() -> Status {
+    CUDA_CHECK(cudaSetDevice(options_.device), "nccl: selecting device");
+    CUDA_CHECK(cudaEventRecord(caller_ready_.get(), options_.caller_stream),
+               "nccl: recording the caller's stream");
+    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
+               "nccl: ordering after the caller's stream");
+    RETORT_RETURN_IF_ERROR(enqueue());
+    RETORT_RETURN_IF_ERROR(AwaitComm(comm_.get(), deadline, description));
+    cudaEvent_t done = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "nccl: creating event");
+    CudaEvent owned(done);
+    CUDA_CHECK(cudaEventRecord(done, stream_.get()), "nccl: recording completion");
+    pending_.push_back(Pending{work, std::move(owned)});
+    return Status::Ok();
+  };
+  Status status = run();
+  if (!status.ok()) {
+    status = status.WithContext(work->description());
+    work->Complete(status);
+    Break(status);
+  }
+  cv_.notify_all();
+  return work;
+}
+
+void NcclCommunicator::Watchdog() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ || !pending_.empty()) {
+    cv_.wait_for(lock, std::chrono::milliseconds(1));
+    while (!pending_.empty()) {
+      cudaError_t query = cudaEventQuery(pending_.front().done.get());
+      if (query == cudaSuccess) {
+        pending_.front().work->Complete(Status::Ok());
+        pending_.pop_front();
+        continue;
+      }
+      if (query != cudaErrorNotReady) {
+        Break(CudaError(query, "nccl: waiting for an operation", __FILE__, __LINE__));
+      }
+      break;
+    }
+    if (pending_.empty()) continue;
+    ncclResult_t async = ncclSuccess;
+    if (comm_.get() != nullptr) ncclCommGetAsyncError(comm_.get(), &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      Break(NcclError(async, "nccl: asynchronous error", __FILE__, __LINE__));
+      continue;
+    }
+    for (const Pending& p : pending_) {
+      if (p.work->abort_requested()) {
+        Break(AbortedError(p.work->description() + ": aborted"));
+        break;
+      }
+      if (p.work->deadline().Expired()) {
+        Break(DeadlineExceededError(p.work->description() +
+                                    ": timed out; the NCCL communicator was aborted"));
+        break;
+      }
+    }
+  }
+}
+
+WorkPtr NcclCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                         const std::vector<size_t>& counts, ReduceOp op,
+                                         const CollectiveOptions& options) {
+  Status valid = ValidateReduceScatterV(rank_, size_, input, output, counts);
+  if (!valid.ok()) return CompletedWork("reduce_scatter", valid);
+  return Enqueue("reduce_scatter", options, [&]() -> Status {
+    if (AllEqual(counts)) {
+      NCCL_CHECK(ncclReduceScatter(input.data, output.data, counts[0], ToNccl(input.dtype),
+                                   ToNccl(op), comm_.get(), stream_.get()),
+                 "ncclReduceScatter");
+      return Status::Ok();
+    }
+    const size_t elem = DataTypeSize(input.dtype);
+    const auto offsets = Offsets(counts);
+    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (counts[r] == 0) continue;
+      NCCL_CHECK(
+          ncclReduce(static_cast<const char*>(input.data) + offsets[r] * elem, output.data,
+                     counts[r], ToNccl(input.dtype), ToNccl(op), r, comm_.get(), stream_.get()),
+          "ncclReduce (reduce_scatter_v)");
+    }
+    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
+                                     const std::vector<size_t>& counts,
+                                     const CollectiveOptions& options) {
+  Status valid = ValidateAllGatherV(rank_, size_, input, output, counts);
+  if (!valid.ok()) return CompletedWork("all_gather", valid);
+  return Enqueue("all_gather", options, [&]() -> Status {
+    if (AllEqual(counts)) {
+      NCCL_CHECK(ncclAllGather(input.data, output.data, counts[0], ToNccl(input.dtype), comm_.get(),
+                               stream_.get()),
+                 "ncclAllGather");
+      return Status::Ok();
+    }
+    const size_t elem = DataTypeSize(input.dtype);
+    const auto offsets = Offsets(counts);
+    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (counts[r] == 0) continue;
+      char* dst = static_cast<char*>(output.data) + offsets[r] * elem;
+      NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data : dst, dst, counts[r], ToNccl(input.dtype),
+                               r, comm_.get(), stream_.get()),
+                 "ncclBroadcast (all_gather_v)");
+    }
+    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
+                                    const CollectiveOptions& options) {
+  Status valid = CheckBuffer(data.data, data.count, "all_reduce data");
+  if (!valid.ok()) return CompletedWork("all_reduce", valid);
+  return Enqueue("all_reduce", options, [&]() -> Status {
+    NCCL_CHECK(ncclAllReduce(data.data, data.data, data.count, ToNccl(data.dtype), ToNccl(op),
+                             comm_.get(), stream_.get()),
+               "ncclAllReduce");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::Broadcast(MutableBuffer data, int root,
+                                    const CollectiveOptions& options) {
+  Status valid = ValidateBroadcast(size_, data, root);
+  if (!valid.ok()) return CompletedWork("broadcast", valid);
+  return Enqueue("broadcast", options, [&]() -> Status {
+    NCCL_CHECK(ncclBroadcast(data.data, data.data, data.count, ToNccl(data.dtype), root,
+                             comm_.get(), stream_.get()),
+               "ncclBroadcast");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::Barrier(const CollectiveOptions& options) {
+  return Enqueue("barrier", options, [&]() -> Status {
+    NCCL_CHECK(ncclAllReduce(barrier_scratch_.get(), barrier_scratch_.get(), 1, ncclFloat32,
+                             ncclSum, comm_.get(), stream_.get()),
+               "ncclAllReduce (barrier)");
+    return Status::Ok();
+  });
+}
+
+// NCCL matches point-to-point calls per pair in issue order; `tag` is not carried.
+WorkPtr NcclCommunicator::Send(ConstBuffer data, int peer, uint32_t,
+                               const CollectiveOptions& options) {
+  Status valid = ValidatePeer(rank_, size_, peer, "send");
+  if (!valid.ok()) return CompletedWork("send", valid);
+  return Enqueue("send", options, [&]() -> Status {
+    NCCL_CHECK(
+        ncclSend(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
+        "ncclSend");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::Recv(MutableBuffer data, int peer, uint32_t,
+                               const CollectiveOptions& options) {
+  Status valid = ValidatePeer(rank_, size_, peer, "recv");
+  if (!valid.ok()) return CompletedWork("recv", valid);
+  return Enqueue("recv", options, [&]() -> Status {
+    NCCL_CHECK(
+        ncclRecv(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
+        "ncclRecv");
+    return Status::Ok();
+  });
+}
+
+WorkPtr NcclCommunicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                                    MutableBuffer output, const std::vector<size_t>& recv_counts,
+                                    const CollectiveOptions& options) {
+  Status valid = ValidateAllToAllV(size_, input, send_counts, output, recv_counts);
+  if (!valid.ok()) return CompletedWork("all_to_all_v", valid);
+  return Enqueue("all_to_all_v", options, [&]() -> Status {
+    const size_t elem = DataTypeSize(input.dtype);
+    const auto send_offsets = Offsets(send_counts);
+    const auto recv_offsets = Offsets(recv_counts);
+    const auto* in = static_cast<const char*>(input.data);
+    auto* out = static_cast<char*>(output.data);
+    if (recv_counts[rank_] > 0) {
+      CUDA_CHECK(
+          cudaMemcpyAsync(out + recv_offsets[rank_] * elem, in + send_offsets[rank_] * elem,
+                          recv_counts[rank_] * elem, cudaMemcpyDeviceToDevice, stream_.get()),
+          "all_to_all_v: copying this rank's own part");
+    }
+    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      if (send_counts[p] > 0) {
+        NCCL_CHECK(ncclSend(in + send_offsets[p] * elem, send_counts[p], ToNccl(input.dtype), p,
+                            comm_.get(), stream_.get()),
+                   "ncclSend (all_to_all_v)");
+      }
+      if (recv_counts[p] > 0) {
+        NCCL_CHECK(ncclRecv(out + recv_offsets[p] * elem, recv_counts[p], ToNccl(input.dtype), p,
+                            comm_.get(), stream_.get()),
+                   "ncclRecv (all_to_all_v)");
+      }
+    }
+    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
+    return Status::Ok();
+  });
+}
+
+}  // namespace retort::collectives::nccl

@@ -1,0 +1,69 @@
+#include "collectives/types.h"
+
+namespace retort::collectives {
+
+size_t DataTypeSize(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kFloat16:
+      return 2;
+  }
+  return 0;
+}
+
+const char* DataTypeName(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return "fp32";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kFloat16:
+      return "fp16";
+  }
+  return "unknown";
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+  }
+  return "unknown";
+}
+
+size_t TotalCount(const std::vector<size_t>& counts) {
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return total;
+}
+
+std::vector<size_t> Offsets(const std::vector<size_t>& counts) {
+  std::vector<size_t> offsets(counts.size(), 0);
+  size_t at = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    offsets[i] = at;
+    at += counts[i];
+  }
+  return offsets;
+}
+
+std::vector<size_t> EvenCounts(size_t total, int parts) {
+  std::vector<size_t> counts(static_cast<size_t>(parts), total / static_cast<size_t>(parts));
+  for (size_t i = 0; i < total % static_cast<size_t>(parts); ++i) ++counts[i];
+  return counts;
+}
+
+Status CheckBuffer(const void* data, size_t count, const char* what) {
+  if (count > 0 && data == nullptr) {
+    return InvalidArgumentError(std::string(what) + " is null but its count is " +
+                                std::to_string(count));
+  }
+  return Status::Ok();
+}
+
+}  // namespace retort::collectives

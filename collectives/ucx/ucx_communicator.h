@@ -1,0 +1,112 @@
+// UcxCommunicator: the Communicator over UCX (CPU memory), ring algorithms from ring.h.
+//
+// Threading model: operations run one at a time on the communicator's executor, which drives
+// UCX progress itself (no separate progress thread). With ProgressMode::kBackgroundThread
+// (default) the executor is a thread and the issuing thread only enqueues and later waits;
+// with kCallerThread operations run inside Work::Wait on the waiting thread. Send/Recv are
+// posted by the executor and finish in the background (polled whenever the executor is
+// idle), so two ranks may each Send before they Recv without deadlocking.
+#pragma once
+
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/executor.h"
+#include "collectives/ring.h"
+#include "collectives/store.h"
+#include "collectives/ucx/ucx_transport.h"
+
+namespace retort::collectives::ucx {
+
+struct UcxCommunicatorOptions {
+  // Store keys are "<key_prefix>/rank<r>"; empty: "g<generation>/ucx".
+  std::string key_prefix;
+  std::chrono::milliseconds default_timeout{30000};
+  // Bound on creation (store exchange + hello with every peer).
+  std::chrono::milliseconds bootstrap_timeout{60000};
+  // Pipelining granularity of the ring algorithms.
+  size_t chunk_bytes = size_t{1} << 20;
+  // Background executor thread (overlaps the caller's computation), or caller-driven
+  // progress inside Work::Wait (see executor.h).
+  ProgressMode progress = ProgressMode::kBackgroundThread;
+  UcxContextOptions ucx;
+};
+
+class UcxCommunicator final : public Communicator {
+ public:
+  // Blocks until every rank of the world created its communicator (or the bootstrap
+  // deadline). `store` is only used during the call.
+  static StatusOr<std::unique_ptr<UcxCommunicator>> Create(
+      Store* store, int rank, int size, uint64_t generation,
+      const UcxCommunicatorOptions& options = {});
+  ~UcxCommunicator() override;
+
+  int rank() const override { return transport_->rank(); }
+  int size() const override { return transport_->size(); }
+  uint64_t generation() const override { return transport_->generation(); }
+  std::chrono::milliseconds default_timeout() const override { return options_.default_timeout; }
+  std::string name() const override { return "ucx"; }
+
+  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                         ReduceOp op, const CollectiveOptions& options = {}) override;
+  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                     const CollectiveOptions& options = {}) override;
+  WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
+                    const CollectiveOptions& options = {}) override;
+  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {}) override;
+  WorkPtr Barrier(const CollectiveOptions& options = {}) override;
+  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
+               const CollectiveOptions& options = {}) override;
+  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
+               const CollectiveOptions& options = {}) override;
+  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
+                    const std::vector<size_t>& recv_counts,
+                    const CollectiveOptions& options = {}) override;
+  void Abort(const std::string& reason) override;
+
+  // A Send whose wire tag carries `generation` instead of this communicator's: for tests
+  // that check generation fencing on the receiving side.
+  WorkPtr SendWithGenerationForTesting(ConstBuffer data, int peer, uint32_t tag,
+                                       uint64_t generation);
+
+ private:
+  struct InFlight {
+    WorkPtr work;
+    std::unique_ptr<UcxTransport::Request> request;
+  };
+
+  UcxCommunicator(std::unique_ptr<UcxTransport> transport, const UcxCommunicatorOptions& options);
+  Deadline DeadlineFor(const CollectiveOptions& options) const;
+  WorkPtr SubmitCollective(std::string description, const CollectiveOptions& options,
+                           std::function<Status(const RingContext&)> algorithm);
+  WorkPtr SubmitPointToPoint(std::string description, bool send, void* data, size_t bytes, int peer,
+                             uint32_t tag, const CollectiveOptions& options,
+                             std::optional<uint64_t> forged_generation);
+  // Executor idle hook: polls in-flight Send/Recv; true while some remain.
+  bool PollInFlight();
+  // While a collective runs: breaks the communicator when an in-flight Send/Recv was aborted
+  // or passed its deadline (PollInFlight completes it once the collective has failed).
+  void WatchInFlight();
+
+  const UcxCommunicatorOptions options_;
+  std::unique_ptr<UcxTransport> transport_;  // used on the executor thread only
+  uint32_t next_sequence_ = 0;               // issuing thread
+  std::vector<uint32_t> send_sequence_;      // issuing thread, per peer
+  std::vector<uint32_t> recv_sequence_;      // issuing thread, per peer
+  std::list<InFlight> in_flight_;            // executor thread
+  std::vector<char> scratch_;                // executor thread: ring staging memory
+  std::function<void()> watch_in_flight_;    // WaitControl::background of collectives
+  std::unique_ptr<OpExecutor> executor_;     // last: its thread stops first
+};
+
+// The factory the worker calls: a flat UCX communicator for one generation.
+StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
+    Store* store, int rank, int size, uint64_t generation,
+    const UcxCommunicatorOptions& options = {});
+
+}  // namespace retort::collectives::ucx

@@ -1,0 +1,83 @@
+#include "collectives/ucx/ucx_handles.h"
+
+#include "collectives/ucx/ucx_check.h"
+#include "common/logging.h"
+
+namespace retort::collectives::ucx {
+
+Status UcxError(ucs_status_t status, const std::string& what, const char* file, int line) {
+  std::string message =
+      what + ": " + ucs_status_string(status) + " (" + file + ":" + std::to_string(line) + ")";
+  switch (status) {
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_IO_ERROR:
+      return UnavailableError(message);
+    case UCS_ERR_TIMED_OUT:
+      return DeadlineExceededError(message);
+    case UCS_ERR_CANCELED:
+      return AbortedError(message);
+    case UCS_ERR_MESSAGE_TRUNCATED:
+      return InvalidArgumentError(message);
+    default:
+      return InternalError(message);
+  }
+}
+
+StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
+  ucp_config_t* raw_config = nullptr;
+  UCX_CHECK(ucp_config_read(nullptr, nullptr, &raw_config), "reading the UCX configuration");
+  UcpConfig config(raw_config);
+  if (!options.transports.empty()) {
+    UCX_CHECK(ucp_config_modify(config.get(), "TLS", options.transports.c_str()),
+              "setting UCX transports to '" + options.transports + "'");
+  }
+  if (options.shared_memory_error_handling) {
+    // Shared-memory transports only take part in peer-failure error handling when asked;
+    // without this every local peer would be reached over TCP loopback.
+    for (const char* key : {"MM_ERROR_HANDLING"}) {
+      UCX_CHECK(ucp_config_modify(config.get(), key, "y"), std::string("enabling ") + key);
+    }
+  }
+  if (!options.keepalive_interval.empty()) {
+    ucs_status_t s =
+        ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", options.keepalive_interval.c_str());
+    if (s != UCS_OK) {
+      LOG_WARN("ucx") << "could not set KEEPALIVE_INTERVAL: " << ucs_status_string(s);
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG;
+  params.mt_workers_shared = 0;
+  if (options.estimated_num_eps > 0) {
+    params.field_mask |= UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.estimated_num_eps = options.estimated_num_eps;
+  }
+  ucp_context_h context = nullptr;
+  UCX_CHECK(ucp_init(&params, config.get(), &context), "initializing the UCP context");
+  return UcpContext(context);
+}
+
+StatusOr<UcpWorker> CreateUcpWorker(ucp_context_h context) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  ucp_worker_h worker = nullptr;
+  UCX_CHECK(ucp_worker_create(context, &params, &worker), "creating the UCP worker");
+  return UcpWorker(worker);
+}
+
+StatusOr<std::string> WorkerAddress(ucp_worker_h worker) {
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  UCX_CHECK(ucp_worker_get_address(worker, &address, &length), "getting the worker address");
+  std::string copy(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(worker, address);
+  return copy;
+}
+
+}  // namespace retort::collectives::ucx

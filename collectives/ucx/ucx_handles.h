@@ -1,0 +1,51 @@
+// RAII owners of UCX handles. Move-only; destruction releases the handle. Endpoints are
+// closed by UcxTransport, which must progress the worker while they close.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace retort::collectives::ucx {
+
+struct UcpConfigDeleter {
+  void operator()(ucp_config_t* c) const { ucp_config_release(c); }
+};
+struct UcpContextDeleter {
+  void operator()(ucp_context* c) const { ucp_cleanup(c); }
+};
+struct UcpWorkerDeleter {
+  void operator()(ucp_worker* w) const { ucp_worker_destroy(w); }
+};
+
+using UcpConfig = std::unique_ptr<ucp_config_t, UcpConfigDeleter>;
+using UcpContext = std::unique_ptr<ucp_context, UcpContextDeleter>;
+using UcpWorker = std::unique_ptr<ucp_worker, UcpWorkerDeleter>;
+
+// Tuning that reaches UCX through its own configuration (never through getenv here).
+struct UcxContextOptions {
+  // UCX_TLS-style transport list; empty: UCX's choice (or the UCX_TLS env). The default is
+  // shared memory + CMA on one host and TCP between hosts (UCX's own choice measured several
+  // times slower here); on InfiniBand clusters add "rc,ud" (or "dc").
+  std::string transports = "posix,cma,tcp,self";
+  // Let the shared-memory transports (posix, sysv) join peer-failure error handling; off,
+  // UCX reaches local peers over TCP loopback only (several times slower).
+  bool shared_memory_error_handling = true;
+  // How often UCX checks that peers are alive; short so a dead peer becomes an error fast.
+  std::string keepalive_interval = "1s";
+  size_t estimated_num_eps = 0;
+  // Waits spin on ucp_worker_progress and yield the CPU only after this long without
+  // progress (a yield on a busy host can cost a scheduler time slice). Negative: never yield.
+  std::chrono::microseconds spin_before_yield{200};
+};
+
+StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);
+StatusOr<UcpWorker> CreateUcpWorker(ucp_context_h context);
+// The worker's address, copied into a string.
+StatusOr<std::string> WorkerAddress(ucp_worker_h worker);
+
+}  // namespace retort::collectives::ucx

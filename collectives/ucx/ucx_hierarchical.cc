@@ -1,0 +1,36 @@
+#include "collectives/ucx/ucx_hierarchical.h"
+
+namespace retort::collectives::ucx {
+
+StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
+    Store* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
+    const UcxCommunicatorOptions& options) {
+  if (static_cast<int>(layout.node_of_rank.size()) != size) {
+    return InvalidArgumentError("hierarchical: layout has " +
+                                std::to_string(layout.node_of_rank.size()) +
+                                " ranks, world size is " + std::to_string(size));
+  }
+  RETORT_ASSIGN_OR_RETURN(NodePosition pos, LocateRank(layout, rank));
+  const std::string base =
+      options.key_prefix.empty() ? "g" + std::to_string(generation) + "/hier" : options.key_prefix;
+  UcxCommunicatorOptions level = options;
+  // The levels are driven by the composite's executor (Wait on its thread): no threads of
+  // their own, no hand-offs.
+  level.progress = ProgressMode::kCallerThread;
+  level.key_prefix = base + "/intra" + std::to_string(pos.node);
+  RETORT_ASSIGN_OR_RETURN(
+      auto intra, CreateUcxCommunicator(store, pos.local_index, pos.local_size, generation, level));
+  level.key_prefix = base + "/inter" + std::to_string(pos.local_index);
+  RETORT_ASSIGN_OR_RETURN(auto inter,
+                          CreateUcxCommunicator(store, pos.node, pos.num_nodes, generation, level));
+  level.key_prefix = base + "/global";
+  level.progress = options.progress;
+  RETORT_ASSIGN_OR_RETURN(auto global, CreateUcxCommunicator(store, rank, size, generation, level));
+  RETORT_ASSIGN_OR_RETURN(
+      auto composed,
+      HierarchicalCommunicator::Create(layout, rank, generation, std::move(intra), std::move(inter),
+                                       std::move(global), options.default_timeout));
+  return std::unique_ptr<Communicator>(std::move(composed));
+}
+
+}  // namespace retort::collectives::ucx

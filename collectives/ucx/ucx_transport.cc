@@ -1,0 +1,374 @@
+#include "collectives/ucx/ucx_transport.h"
+
+#include <sched.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "collectives/ucx/ucx_check.h"
+#include "common/logging.h"
+
+namespace retort::collectives::ucx {
+namespace {
+
+constexpr uint64_t kFullMask = ~uint64_t{0};
+constexpr int kGenerationShift = 52;
+constexpr uint64_t kGenerationField = 0xfff;
+constexpr uint64_t kGenerationMask = kGenerationField << kGenerationShift;
+constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of the hello
+constexpr uint32_t kHelloSequence = 0xfffff;
+constexpr char kRecordMagic[] = "retort-ucx1";
+constexpr auto kCloseGrace = std::chrono::seconds(2);
+
+std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
+
+}  // namespace
+
+UcxTransport::UcxTransport(int rank, int size, uint64_t generation)
+    : rank_(rank), size_(size), generation_(generation), peers_(static_cast<size_t>(size)) {}
+
+StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
+    Store* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
+    const UcxContextOptions& options, Deadline deadline) {
+  if (size < 1 || size > kMaxUcxWorldSize) {
+    return InvalidArgumentError("ucx: world size " + std::to_string(size) + " outside [1, " +
+                                std::to_string(kMaxUcxWorldSize) + "]");
+  }
+  if (rank < 0 || rank >= size) {
+    return InvalidArgumentError("ucx: rank " + std::to_string(rank) + " outside [0, " +
+                                std::to_string(size) + ")");
+  }
+  std::unique_ptr<UcxTransport> t(new UcxTransport(rank, size, generation));
+  UcxContextOptions context_options = options;
+  context_options.estimated_num_eps = static_cast<size_t>(size);
+  t->spin_before_yield_ = options.spin_before_yield;
+  RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
+  RETORT_ASSIGN_OR_RETURN(t->worker_, CreateUcpWorker(t->context_.get()));
+  RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline));
+  RETORT_RETURN_IF_ERROR(t->ExchangeHello(deadline));
+  return t;
+}
+
+UcxTransport::~UcxTransport() {
+  if (worker_ == nullptr) return;
+  CloseEndpoints(/*force=*/closed_);
+}
+
+Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadline deadline) {
+  RETORT_ASSIGN_OR_RETURN(std::string address, WorkerAddress(worker_.get()));
+  std::ostringstream record;
+  record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << '\n' << address;
+  RETORT_RETURN_IF_ERROR(
+      store->Set(key_prefix + "/rank" + std::to_string(rank_), record.str(), deadline));
+  for (int p = 0; p < size_; ++p) {
+    peers_[p].transport = this;
+    peers_[p].rank = p;
+    if (p == rank_) continue;
+    const std::string key = key_prefix + "/rank" + std::to_string(p);
+    RETORT_ASSIGN_OR_RETURN(std::string value, store->Get(key, deadline));
+    const size_t newline = value.find('\n');
+    std::istringstream header(value.substr(0, newline == std::string::npos ? 0 : newline));
+    std::string magic;
+    uint64_t peer_generation = 0;
+    int peer_rank = -1;
+    int peer_size = -1;
+    header >> magic >> peer_generation >> peer_rank >> peer_size;
+    if (newline == std::string::npos || magic != kRecordMagic || header.fail()) {
+      return DataLossError("ucx: store key '" + key + "' does not hold a UCX address record");
+    }
+    if (peer_generation != generation_) {
+      return FailedPreconditionError(
+          "ucx: " + PeerName(p) + " published generation " + std::to_string(peer_generation) +
+          " under '" + key + "', this communicator is generation " + std::to_string(generation_) +
+          ": refusing to connect to another generation");
+    }
+    if (peer_rank != p || peer_size != size_) {
+      return FailedPreconditionError("ucx: record under '" + key + "' is rank " +
+                                     std::to_string(peer_rank) + " of " +
+                                     std::to_string(peer_size) + ", expected rank " +
+                                     std::to_string(p) + " of " + std::to_string(size_));
+    }
+    const std::string peer_address = value.substr(newline + 1);
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &UcxTransport::OnPeerError;
+    params.err_handler.arg = &peers_[p];
+    UCX_CHECK(ucp_ep_create(worker_.get(), &params, &peers_[p].ep),
+              "creating the endpoint to " + PeerName(p));
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::ExchangeHello(Deadline deadline) {
+  std::vector<uint64_t> received(static_cast<size_t>(size_), 0);
+  uint64_t mine = generation_;
+  WaitControl control{deadline, nullptr, nullptr};
+  Status status;
+  const MessageTag tag{true, kHelloSequence, 0};
+  for (int p = 0; p < size_ && status.ok(); ++p) {
+    if (p == rank_) continue;
+    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(uint64_t));
+    if (!id.ok()) {
+      status = id.status();
+      break;
+    }
+    operation_requests_.push_back(std::move(*id));
+  }
+  for (int p = 0; p < size_ && status.ok(); ++p) {
+    if (p == rank_) continue;
+    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine, sizeof(uint64_t));
+    if (!id.ok()) {
+      status = id.status();
+      break;
+    }
+    operation_requests_.push_back(std::move(*id));
+  }
+  RETORT_RETURN_IF_ERROR(FinishOperation(status, control).WithContext("ucx: hello exchange"));
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && received[p] != generation_) {
+      closed_ = true;
+      return FailedPreconditionError(
+          "ucx: " + PeerName(p) + " says it is generation " + std::to_string(received[p]) +
+          ", this communicator is generation " + std::to_string(generation_) + ": refused");
+    }
+  }
+  return Status::Ok();
+}
+
+void UcxTransport::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* peer = static_cast<Peer*>(arg);
+  if (peer->error == UCS_OK) peer->error = status;
+}
+
+uint64_t UcxTransport::WireTag(uint64_t generation, int source, MessageTag tag) const {
+  return ((generation & kGenerationField) << kGenerationShift) |
+         (uint64_t{tag.point_to_point} << 51) | ((static_cast<uint64_t>(source) & 0x7ff) << 40) |
+         ((static_cast<uint64_t>(tag.sequence) & 0xfffff) << 20) |
+         (static_cast<uint64_t>(tag.slot) & 0xfffff);
+}
+
+StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, int peer,
+                                                                    uint64_t wire_tag, void* data,
+                                                                    size_t bytes) {
+  if (closed_) return AbortedError("ucx: transport shut down after an earlier failure");
+  if (peers_[peer].error != UCS_OK) {
+    return UcxError(peers_[peer].error, "ucx: " + PeerName(peer) + " failed earlier", __FILE__,
+                    __LINE__);
+  }
+  auto request = std::make_unique<Request>();
+  request->send = send;
+  request->peer = peer;
+  request->expected_bytes = bytes;
+  ucp_request_param_t param{};
+  void* handle;
+  if (send) {
+    handle = ucp_tag_send_nbx(peers_[peer].ep, data, bytes, wire_tag, &param);
+  } else {
+    // UCX 1.13 leaves recv_info unset on immediate completion: always get a request so
+    // ucp_tag_recv_request_test reports the received length.
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.recv_info.tag_info = &request->info;
+    handle = ucp_tag_recv_nbx(worker_.get(), data, bytes, wire_tag, kFullMask, &param);
+  }
+  if (UCS_PTR_IS_ERR(handle)) {
+    return UcxError(UCS_PTR_STATUS(handle),
+                    std::string("ucx: posting a ") + (send ? "send to " : "receive from ") +
+                        PeerName(peer) + " of " + std::to_string(bytes) + " bytes",
+                    __FILE__, __LINE__);
+  }
+  if (handle == nullptr) {
+    request->finished = true;
+  } else {
+    request->ucx_request = handle;
+  }
+  return request;
+}
+
+StatusOr<Transport::RequestId> UcxTransport::PostSend(int peer, MessageTag tag, const void* data,
+                                                      size_t bytes) {
+  RETORT_ASSIGN_OR_RETURN(auto request, Post(true, peer, WireTag(generation_, rank_, tag),
+                                             const_cast<void*>(data), bytes));
+  operation_requests_.push_back(std::move(request));
+  return operation_requests_.size() - 1;
+}
+
+StatusOr<Transport::RequestId> UcxTransport::PostRecv(int peer, MessageTag tag, void* data,
+                                                      size_t bytes) {
+  RETORT_ASSIGN_OR_RETURN(auto request,
+                          Post(false, peer, WireTag(generation_, peer, tag), data, bytes));
+  operation_requests_.push_back(std::move(request));
+  return operation_requests_.size() - 1;
+}
+
+bool UcxTransport::Poll(Request& r) {
+  if (r.finished) return true;
+  ucs_status_t status = r.send ? ucp_request_check_status(r.ucx_request)
+                               : ucp_tag_recv_request_test(r.ucx_request, &r.info);
+  if (status == UCS_INPROGRESS) return false;
+  ucp_request_free(r.ucx_request);
+  r.ucx_request = nullptr;
+  r.finished = true;
+  r.status = status;
+  return true;
+}
+
+Status UcxTransport::Result(const Request& r) const {
+  const std::string what = std::string("ucx: ") + (r.send ? "send to " : "receive from ") +
+                           PeerName(r.peer) + " of " + std::to_string(r.expected_bytes) + " bytes";
+  if (r.status != UCS_OK) {
+    if (peers_[r.peer].error != UCS_OK) {
+      return UcxError(peers_[r.peer].error, what + " failed: the peer failed", __FILE__, __LINE__);
+    }
+    return UcxError(r.status, what, __FILE__, __LINE__);
+  }
+  if (!r.send && r.info.length != r.expected_bytes) {
+    return InvalidArgumentError(what + ": the message was " + std::to_string(r.info.length) +
+                                " bytes (count or dtype differ between the ranks)");
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::CheckPeersAndTraffic() const {
+  for (const Peer& peer : peers_) {
+    if (peer.error != UCS_OK) {
+      return UcxError(peer.error, "ucx: " + PeerName(peer.rank) + " failed", __FILE__, __LINE__);
+    }
+  }
+  // Traffic of a nearby generation (a straggler of the previous world, or a peer already in
+  // the next) is refused rather than left to time out.
+  for (int64_t delta : {-1, -2, -3, -4, 1, 2}) {
+    const uint64_t other = (generation_ + static_cast<uint64_t>(delta)) & kGenerationField;
+    if (other == kHelloGeneration || other == (generation_ & kGenerationField)) continue;
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), other << kGenerationShift,
+                                                 kGenerationMask, /*remove=*/0, &info);
+    if (message != nullptr) {
+      const int source = static_cast<int>((info.sender_tag >> 40) & 0x7ff);
+      return FailedPreconditionError("ucx: refused a message from " + PeerName(source) +
+                                     " tagged with generation " + std::to_string(other) +
+                                     " (mod 4096); this communicator is generation " +
+                                     std::to_string(generation_) + " (" +
+                                     std::to_string(generation_ & kGenerationField) + " mod 4096)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
+  Request& request = *operation_requests_[id];
+  uint64_t spins = 0;
+  unsigned idle = 0;
+  SteadyClock::time_point idle_since;
+  for (;;) {
+    if (Poll(request)) return Result(request);
+    if (ucp_worker_progress(worker_.get()) != 0) {
+      idle = 0;
+    } else if ((++idle & 63) == 0) {
+      // Spin while the peer is likely to answer soon; give the CPU away only after a longer
+      // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
+      const auto now = SteadyClock::now();
+      if (idle == 64) idle_since = now;
+      if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
+        sched_yield();
+      }
+    }
+    if ((++spins & 127) == 0) {
+      if (control.background != nullptr) (*control.background)();
+      RETORT_RETURN_IF_ERROR(CheckPeersAndTraffic());
+      if (control.Aborted()) return AbortedError("ucx: operation aborted");
+      if (control.deadline.Expired()) {
+        return DeadlineExceededError(std::string("ucx: timed out waiting for a ") +
+                                     (request.send ? "send to " : "receive from ") +
+                                     PeerName(request.peer) + " of " +
+                                     std::to_string(request.expected_bytes) + " bytes");
+      }
+    }
+  }
+}
+
+Status UcxTransport::FinishOperation(Status status, const WaitControl& control) {
+  for (size_t i = 0; i < operation_requests_.size() && status.ok(); ++i) {
+    status = Wait(i, control);
+  }
+  if (!status.ok()) {
+    std::vector<Request*> none;
+    Shutdown(none);
+  }
+  operation_requests_.clear();
+  return status;
+}
+
+StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::PostDetachedSend(int peer,
+                                                                                MessageTag tag,
+                                                                                const void* data,
+                                                                                size_t bytes) {
+  return Post(true, peer, WireTag(generation_, rank_, tag), const_cast<void*>(data), bytes);
+}
+
+StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::PostDetachedRecv(int peer,
+                                                                                MessageTag tag,
+                                                                                void* data,
+                                                                                size_t bytes) {
+  return Post(false, peer, WireTag(generation_, peer, tag), data, bytes);
+}
+
+StatusOr<std::unique_ptr<UcxTransport::Request>>
+UcxTransport::PostDetachedSendWithGenerationForTesting(int peer, uint64_t generation,
+                                                       MessageTag tag, const void* data,
+                                                       size_t bytes) {
+  return Post(true, peer, WireTag(generation, rank_, tag), const_cast<void*>(data), bytes);
+}
+
+std::optional<Status> UcxTransport::PollDetached(Request& request) {
+  if (!request.finished) ucp_worker_progress(worker_.get());
+  if (Poll(request)) return Result(request);
+  if (peers_[request.peer].error != UCS_OK) {
+    return UcxError(peers_[request.peer].error, "ucx: " + PeerName(request.peer) + " failed",
+                    __FILE__, __LINE__);
+  }
+  Status traffic = CheckPeersAndTraffic();
+  if (!traffic.ok()) return traffic;
+  return std::nullopt;
+}
+
+void UcxTransport::Shutdown(std::vector<Request*> detached) {
+  std::vector<Request*> all = std::move(detached);
+  for (auto& r : operation_requests_) all.push_back(r.get());
+  for (Request* r : all) {
+    if (!r->finished && !r->send) ucp_request_cancel(worker_.get(), r->ucx_request);
+  }
+  if (!closed_) CloseEndpoints(/*force=*/true);  // completes outstanding sends with errors
+  closed_ = true;
+  const Deadline grace = Deadline::After(kCloseGrace);
+  for (Request* r : all) {
+    while (!Poll(*r) && !grace.Expired()) ucp_worker_progress(worker_.get());
+    if (!r->finished) {
+      LOG_ERROR("ucx") << "request to " << PeerName(r->peer) << " did not finish after cancel";
+    }
+  }
+}
+
+void UcxTransport::CloseEndpoints(bool force) {
+  const Deadline deadline = Deadline::After(kCloseGrace);
+  std::vector<void*> pending;
+  for (Peer& peer : peers_) {
+    if (peer.ep == nullptr) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force || peer.error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* request = ucp_ep_close_nbx(peer.ep, &param);
+    peer.ep = nullptr;
+    if (request != nullptr && !UCS_PTR_IS_ERR(request)) pending.push_back(request);
+  }
+  for (void* request : pending) {
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && !deadline.Expired()) {
+      ucp_worker_progress(worker_.get());
+    }
+    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+  }
+}
+
+}  // namespace retort::collectives::ucx

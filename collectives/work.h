@@ -1,0 +1,75 @@
+// Work: the handle of one asynchronous operation (c10d style).
+//
+// Contract:
+//  - Backends complete every Work exactly once (Complete), at the latest when the
+//    operation's own deadline (CollectiveOptions::timeout) has passed; a dead peer therefore
+//    surfaces as an error, never a hang.
+//  - Errors raised on a backend's progress thread are stored here and returned by Wait() on
+//    the caller's thread.
+//  - The buffers of an operation belong to the backend until IsCompleted() is true, also
+//    after Abort() and after a Wait() that returned DEADLINE_EXCEEDED.
+// Thread-safe: any thread may Wait, poll, or Abort.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace retort::collectives {
+
+class Work {
+ public:
+  explicit Work(std::string description, Deadline deadline)
+      : description_(std::move(description)), deadline_(deadline) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the operation completed or `deadline` passed. Returns the operation's
+  // status, or DEADLINE_EXCEEDED if it is still running at `deadline` (it keeps running: call
+  // Abort() to stop it, then Wait() again to know its buffers are free).
+  Status Wait(Deadline deadline);
+  // Blocks until completion. Terminates because backends enforce the operation's deadline.
+  Status Wait() { return Wait(Deadline::Never()); }
+  bool IsCompleted() const;
+  // The final status once completed; UNAVAILABLE("still running") before.
+  Status status() const;
+  // Asks the backend to stop the operation: it completes with ABORTED soon. Peers are then
+  // out of step, so backends treat the whole communicator as broken afterwards.
+  void Abort();
+
+  const std::string& description() const { return description_; }
+  // The point after which the backend fails the operation with DEADLINE_EXCEEDED.
+  Deadline deadline() const { return deadline_; }
+
+  // --- backend side ---
+  // Caller-driven progress: Wait() first calls `driver(this, wait_deadline)` on the waiting
+  // thread, which runs the backend's queued work until this Work completes (or it cannot).
+  void SetDriver(std::function<void(Work*, Deadline)> driver) { driver_ = std::move(driver); }
+  // Completes the work; later calls are ignored (first status wins).
+  void Complete(Status status);
+  bool abort_requested() const { return abort_requested_.load(std::memory_order_relaxed); }
+  const std::atomic<bool>* abort_flag() const { return &abort_requested_; }
+
+ private:
+  const std::string description_;
+  const Deadline deadline_;
+  std::atomic<bool> abort_requested_{false};
+  std::function<void(Work*, Deadline)> driver_;  // set before the Work is shared
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  Status status_;      // guarded by mu_
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// A Work that is already complete (argument errors, empty operations).
+WorkPtr CompletedWork(std::string description, Status status);
+
+}  // namespace retort::collectives

@@ -1,0 +1,97 @@
+// NCCL communicator tests: thread-per-rank, one GPU per rank, against the same references as
+// the CPU backends. Skipped when no GPU is visible (cudaGetDeviceCount).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include "collectives/nccl/nccl_communicator.h"
+#include "tests/collectives/collective_checks.h"
+
+namespace retort::collectives::testing {
+namespace {
+
+int WorldForThisMachine() { return std::min(nccl::CudaDeviceCount(), 4); }
+
+CommunicatorFactory NcclFactory() {
+  return [](Store* store, int rank, int size,
+            uint64_t generation) -> StatusOr<std::unique_ptr<Communicator>> {
+    nccl::NcclCommunicatorOptions options;
+    options.device = rank;
+    options.default_timeout = std::chrono::milliseconds(30000);
+    RETORT_ASSIGN_OR_RETURN(auto comm,
+                            nccl::NcclCommunicator::Create(store, rank, size, generation, options));
+    return std::unique_ptr<Communicator>(std::move(comm));
+  };
+}
+
+// Copies host TypedBuffers to the device and back around one operation.
+class DeviceCopy {
+ public:
+  explicit DeviceCopy(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(bytes, 1)), cudaSuccess);
+  }
+  ~DeviceCopy() { cudaFree(ptr_); }
+  void From(const void* host) {
+    ASSERT_EQ(cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void To(void* host) const {
+    ASSERT_EQ(cudaMemcpy(host, ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+TEST(NcclCommunicatorTest, AllReduceAndReduceScatterV) {
+  const int world = WorldForThisMachine();
+  if (world == 0) GTEST_SKIP() << "no CUDA device visible";
+  RunThreadRanks(world, NcclFactory(), [](Communicator& comm) {
+    ASSERT_EQ(cudaSetDevice(comm.rank()), cudaSuccess);
+    const int n = comm.size();
+    for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        // all-reduce
+        TypedBuffer data = MakeInput(comm.rank(), dtype, 100003);
+        DeviceCopy d(data.count() * DataTypeSize(dtype));
+        d.From(data.data());
+        ASSERT_TRUE(WaitFor(comm.AllReduce({d.get(), data.count(), dtype}, op)).ok());
+        d.To(data.data());
+        EXPECT_TRUE(MatchesReduction(data, 0, n, op, dtype));
+        // reduce-scatter-v with uneven counts
+        const auto counts = UnevenCounts(n, 4099);
+        const auto offsets = Offsets(counts);
+        TypedBuffer input = MakeInput(comm.rank(), dtype, TotalCount(counts));
+        DeviceCopy din(input.count() * DataTypeSize(dtype));
+        din.From(input.data());
+        TypedBuffer out(dtype, counts[comm.rank()]);
+        DeviceCopy dout(out.count() * DataTypeSize(dtype));
+        ASSERT_TRUE(WaitFor(comm.ReduceScatterV({din.get(), input.count(), dtype},
+                                                {dout.get(), out.count(), dtype}, counts, op))
+                        .ok());
+        dout.To(out.data());
+        EXPECT_TRUE(MatchesReduction(out, offsets[comm.rank()], n, op, dtype));
+      }
+    }
+    ASSERT_TRUE(WaitFor(comm.Barrier()).ok());
+  });
+}
+
+TEST(NcclCommunicatorTest, BootstrapRefusesAnotherGeneration) {
+  if (WorldForThisMachine() == 0) GTEST_SKIP() << "no CUDA device visible";
+  InMemoryStore store;
+  ASSERT_TRUE(store
+                  .Set("shared/unique_id",
+                       std::string("retort-nccl1 4 2\n") + std::string(128, 'x'),
+                       Deadline::AfterMs(100))
+                  .ok());
+  nccl::NcclCommunicatorOptions options;
+  options.key_prefix = "shared";
+  auto comm = nccl::NcclCommunicator::Create(&store, 1, 2, 5, options);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kFailedPrecondition) << comm.status();
+}
+
+}  // namespace
+}  // namespace retort::collectives::testing
