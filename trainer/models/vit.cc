@@ -1,6 +1,8 @@
 #include "trainer/models/vit.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -61,6 +63,15 @@ struct BlockImpl : nn::Module {
     x = x + attn(norm1(x));
     return x + mlp(norm2(x));
   }
+  // The same block through ATen's fused encoder-layer kernel (pre-norm, exact GELU): fewer
+  // layout copies in attention. Inference only (no autograd formula), used for frozen teachers.
+  torch::Tensor forward_fused(const torch::Tensor& x) {
+    return at::_transformer_encoder_layer_fwd(
+        x, x.size(2), attn->heads, attn->qkv->weight, attn->qkv->bias, attn->proj->weight,
+        attn->proj->bias, /*use_gelu=*/true, /*norm_first=*/true, norm1->options.eps(),
+        norm1->weight, norm1->bias, norm2->weight, norm2->bias, mlp->fc1->weight, mlp->fc1->bias,
+        mlp->fc2->weight, mlp->fc2->bias);
+  }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
@@ -102,7 +113,12 @@ struct VitImpl : nn::Module {
   torch::Tensor forward(const torch::Tensor& images) {
     auto x = patch_embed(images);
     x = torch::cat({cls_token.expand({x.size(0), 1, x.size(2)}), x}, 1) + pos_embed;
-    for (const auto& block : *blocks) x = block->as<BlockImpl>()->forward(x);
+    // Frozen forward (eval mode, no autograd) takes the fused kernel; training the plain path.
+    const bool fused = !is_training() && !torch::GradMode::is_enabled();
+    for (const auto& block : *blocks) {
+      auto* b = block->as<BlockImpl>();
+      x = fused ? b->forward_fused(x) : b->forward(x);
+    }
     x = norm(x);
     return head(x.select(1, 0));
   }
