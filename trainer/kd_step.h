@@ -61,8 +61,10 @@ class KdStep {
   ~KdStep();
 
   // Runs one step on this rank's slice. `data_wait_seconds` is how long the caller waited for
-  // the batch (it goes into the timing). Errors: INVALID_ARGUMENT for a malformed batch,
-  // collective errors (DEADLINE_EXCEEDED, ...) from ShardComm.
+  // the batch (it goes into the timing). Errors: INVALID_ARGUMENT for a malformed batch (before
+  // any collective), collective errors (DEADLINE_EXCEEDED, ...) from ShardComm. After a
+  // collective error the step's parameters are unspecified (some ranks may have updated): the
+  // worker rebuilds the group and restores from the optimizer shards (Export/Import).
   StatusOr<StepResult> Step(const Batch& batch, double data_wait_seconds = 0.0);
 
   // All-gathers every rank's parameter range (after importing optimizer state on a new plan).

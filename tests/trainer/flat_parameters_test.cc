@@ -7,6 +7,8 @@
 #include "trainer/grad_reducer.h"
 #include "trainer/kd_loss.h"
 
+#include <chrono>
+
 namespace retort::trainer {
 namespace {
 
@@ -72,6 +74,51 @@ TEST(GradReducerTest, BucketsLaunchDuringBackward) {
   auto bad = GradReducer::Create(flat->get(), &comm, ShardPlan{{{0, 5}}}, 1000);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("covers 5 elements"), std::string::npos) << bad.status();
+}
+
+TEST(GradReducerTest, BucketsOfUnusedParametersLaunchInFinish) {
+  auto model = test::MustMake(MakeVit(test::TinyVit(16, 2), 1));
+  auto flat = FlatParameters::Create(*model);
+  ASSERT_TRUE(flat.ok());
+  auto group = std::make_shared<testing::ThreadShardGroup>(1);
+  testing::ThreadShardComm comm(group, 0);
+  auto reducer = GradReducer::Create(flat->get(), &comm, MakeEvenShardPlan((*flat)->numel(), 1),
+                                     /*bucket_elements=*/500);
+  ASSERT_TRUE(reducer.ok());
+  (*flat)->ZeroGrads();
+  (*reducer)->BeginBackward();
+  // Only the first parameter (cls_token, in the last bucket) takes part.
+  (*flat)->tensors()[0].square().sum().backward();
+  EXPECT_EQ((*reducer)->launched_during_backward(), 0);  // buckets launch strictly in order
+  double exposed = 0;
+  ASSERT_TRUE((*reducer)->Finish(Deadline::AfterMs(5000), &exposed).ok());
+  EXPECT_TRUE(torch::equal((*reducer)->reduced(), (*flat)->grads()));
+  EXPECT_GT((*reducer)->reduced().abs().sum().item<float>(), 0.0f);
+}
+
+TEST(KdStepTest, DeadPeerIsADeadlineErrorWithinTheTimeout) {
+  at::set_num_threads(1);
+  auto group = std::make_shared<testing::ThreadShardGroup>(2);
+  testing::ThreadShardComm comm(group, 0);  // rank 1 never shows up
+  KdStepOptions o;
+  o.comm_timeout_ms = 300;
+  auto student = test::MustMake(MakeVit(test::TinyVit(16, 1), 1));
+  const int64_t n = FlatParameterCount(*student);
+  auto step = KdStep::Create(test::MustMake(MakeVit(test::TinyVit(16, 1), 2)), std::move(student),
+                             &comm, MakeEvenShardPlan(n, 2), o);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*step)->Step(test::SyntheticBatch(4, 1, 8, 10, 1));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("gradient bucket"), std::string::npos) << r.status();
+  EXPECT_LT(waited, 2 * 0.3 + 1.0);
+  // A malformed batch is rejected before any collective.
+  Batch bad = test::SyntheticBatch(4, 1, 8, 10, 1);
+  bad.labels = bad.labels.to(torch::kInt);
+  EXPECT_EQ((*step)->Step(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
