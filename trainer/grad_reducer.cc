@@ -27,7 +27,8 @@ struct GradReducer::State {
   torch::Tensor reduced;
   std::vector<Bucket> buckets;
   std::vector<int> bucket_of_param;
-  std::vector<bool> param_ready;
+  std::vector<int> fires;  // AccumulateGrad calls per parameter in this step
+  int passes = 1;          // backward passes per step (parts of the slice)
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators;
   std::vector<std::unique_ptr<CommHandle>> handles;  // in launch (= bucket) order
   int next_to_launch = 0;
@@ -43,8 +44,8 @@ struct GradReducer::State {
   }
   void OnParamReady(int p) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!in_backward || param_ready[p]) return;
-    param_ready[p] = true;
+    if (!in_backward || fires[p] >= passes) return;
+    if (++fires[p] < passes) return;
     --buckets[bucket_of_param[p]].pending;
     while (next_to_launch < static_cast<int>(buckets.size()) &&
            buckets[next_to_launch].pending == 0) {
@@ -90,7 +91,7 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat,
   const auto& slots = flat->slots();
   const int n = static_cast<int>(slots.size());
   state->bucket_of_param.assign(n, -1);
-  state->param_ready.assign(n, false);
+  state->fires.assign(n, 0);
   for (int i = n - 1; i >= 0;) {
     State::Bucket bucket;
     bucket.end = slots[i].offset + slots[i].numel;
@@ -114,12 +115,13 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat,
   return std::unique_ptr<GradReducer>(new GradReducer(std::move(state)));
 }
 
-void GradReducer::BeginBackward() {
+void GradReducer::BeginBackward(int passes) {
   std::lock_guard<std::mutex> lock(state_->mu);
+  state_->passes = std::max(1, passes);
   state_->handles.clear();
   state_->next_to_launch = 0;
   state_->launched_in_backward = 0;
-  std::fill(state_->param_ready.begin(), state_->param_ready.end(), false);
+  std::fill(state_->fires.begin(), state_->fires.end(), 0);
   for (auto& b : state_->buckets) b.pending = b.num_params;
   state_->in_backward = true;
 }

@@ -11,8 +11,9 @@
 // whatever is left (parameters unused in this forward, or a rank with an empty slice) and waits.
 //
 // Threading: hooks run on the thread that executes backward (the caller's thread on CPU, the
-// autograd device thread on CUDA, while the caller is blocked in backward()), so ShardComm is
-// never used from two threads at once. The hooks hold only a weak reference: destroying the
+// autograd device thread on CUDA, while the caller is blocked in backward(); with concurrent
+// parts, several threads) and launch under the reducer's mutex, so ShardComm is never used
+// from two threads at once. The hooks hold only a weak reference: destroying the
 // reducer disarms them.
 #pragma once
 
@@ -36,8 +37,10 @@ class GradReducer {
                                                        ShardPlan plan, int64_t bucket_elements);
   ~GradReducer();
 
-  // Arms the hooks for one backward pass. Call after FlatParameters::ZeroGrads().
-  void BeginBackward();
+  // Arms the hooks for one step of `passes` backward passes (a rank may split its slice into
+  // parts that run backward concurrently; a parameter is ready after its gradient was
+  // accumulated `passes` times). Call after FlatParameters::ZeroGrads().
+  void BeginBackward(int passes = 1);
   // Launches the buckets not launched yet, then waits for all of them. On success reduced()
   // holds the sum over ranks of this rank's range of the gradient buffer.
   // `exposed_seconds` receives the time spent waiting here (communication not hidden).

@@ -1,5 +1,6 @@
 #include "trainer/kd_step.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -78,6 +79,9 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   RETORT_RETURN_IF_ERROR(ValidateAdamWOptions(options.optimizer));
   if (options.comm_timeout_ms <= 0)
     return InvalidArgumentError("KdStep: comm_timeout_ms must be > 0");
+  if (options.local_parallelism < 1)
+    return InvalidArgumentError("KdStep: local_parallelism must be >= 1, got " +
+                                std::to_string(options.local_parallelism));
   std::unique_ptr<KdStep> step(new KdStep());
   step->teacher_ = std::move(teacher);
   step->student_ = std::move(student);
@@ -115,15 +119,7 @@ Status KdStep::ValidateBatch(const Batch& b) const {
   return Status::Ok();
 }
 
-torch::Tensor KdStep::TeacherLogits(const Batch& batch, const torch::Tensor& images, bool* cached) {
-  *cached = false;
-  TeacherLogitCache* cache = options_.cache;
-  if (cache) {
-    if (auto hit = cache->Lookup(batch, options_.loss.temperature)) {
-      *cached = true;
-      return hit->to(images.device());
-    }
-  }
+torch::Tensor KdStep::TeacherForward(const torch::Tensor& images) {
   torch::Tensor logits;
   {
     torch::InferenceMode inference;
@@ -131,12 +127,36 @@ torch::Tensor KdStep::TeacherLogits(const Batch& batch, const torch::Tensor& ima
     logits = teacher_->Forward(images);
   }
   // Leave inference mode with a normal tensor so the loss may save it for backward.
-  logits = logits.to(torch::kFloat).clone();
-  if (cache) {
-    Status inserted = cache->Insert(batch, logits);
-    if (!inserted.ok()) LOG_WARN("trainer") << "teacher cache insert: " << inserted;
+  return logits.to(torch::kFloat).clone();
+}
+
+KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Tensor& labels,
+                                   const torch::Tensor& cached_logits, int64_t begin, int64_t end,
+                                   double slice_weight) {
+  PartResult out;
+  const int64_t n = images.size(0);
+  auto part_images = images.narrow(0, begin, end - begin);
+  auto t0 = Clock::now();
+  if (cached_logits.defined()) {
+    out.teacher_logits = cached_logits.narrow(0, begin, end - begin);
+  } else {
+    out.teacher_logits = TeacherForward(part_images);
+    out.teacher = SecondsSince(t0);
   }
-  return logits;
+  t0 = Clock::now();
+  auto student_logits = student_->Forward(part_images);
+  TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
+              out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
+              " differ in shape");
+  KdLossParts parts = KdLoss(student_logits, out.teacher_logits,
+                             labels.narrow(0, begin, end - begin), options_.loss);
+  auto loss = parts.total * (slice_weight * static_cast<double>(end - begin) / n);
+  out.student = SecondsSince(t0);
+  t0 = Clock::now();
+  loss.backward();
+  out.backward = SecondsSince(t0);
+  out.loss = loss.item<double>();
+  return out;
 }
 
 StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) {
@@ -150,32 +170,48 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   const int64_t n = batch.images.size(0);
   const torch::Device device = flat_->params().device();
 
+  const int parts = device.is_cpu() && n > 0
+                        ? static_cast<int>(std::min<int64_t>(options_.local_parallelism, n))
+                        : 1;
   flat_->ZeroGrads();
-  reducer_->BeginBackward();
+  reducer_->BeginBackward(parts);
   double weighted_loss = 0;
   if (n > 0) {
     auto images = batch.images.to(device, /*non_blocking=*/true);
     auto labels = batch.labels.to(device, /*non_blocking=*/true);
-    auto t0 = Clock::now();
-    bool cached = false;
-    torch::Tensor teacher_logits = TeacherLogits(batch, images, &cached);
-    timing.teacher_cached = cached;
-    timing.teacher_forward = cached ? 0.0 : SecondsSince(t0);
-
-    t0 = Clock::now();
-    auto student_logits = student_->Forward(images);
-    if (teacher_logits.sizes() != student_logits.sizes())
-      return InvalidArgumentError("teacher logits " + c10::str(teacher_logits.sizes()) +
-                                  " and student logits " + c10::str(student_logits.sizes()) +
-                                  " differ in shape");
-    KdLossParts parts = KdLoss(student_logits, teacher_logits, labels, options_.loss);
-    auto loss = parts.total * batch.weight;
-    timing.student_forward = SecondsSince(t0);
-
-    t0 = Clock::now();
-    loss.backward();
-    timing.backward = SecondsSince(t0);
-    weighted_loss = loss.item<double>();
+    torch::Tensor cached;
+    if (options_.cache) {
+      if (auto hit = options_.cache->Lookup(batch, options_.loss.temperature))
+        cached = hit->to(device);
+    }
+    timing.teacher_cached = cached.defined();
+    std::vector<PartResult> results(parts);
+    try {
+      if (parts == 1) {
+        results[0] = RunPart(images, labels, cached, 0, n, batch.weight);
+      } else {
+        // One part per intra-op thread; inside at::parallel_for, ATen and OpenBLAS run each
+        // part single-threaded.
+        at::parallel_for(0, parts, 1, [&](int64_t first, int64_t last) {
+          for (int64_t p = first; p < last; ++p)
+            results[p] =
+                RunPart(images, labels, cached, n * p / parts, n * (p + 1) / parts, batch.weight);
+        });
+      }
+    } catch (const c10::Error& e) {
+      return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
+                                  e.what_without_backtrace());
+    }
+    for (const PartResult& r : results) weighted_loss += r.loss;
+    timing.teacher_forward = results[0].teacher;
+    timing.student_forward = results[0].student;
+    timing.backward = results[0].backward;
+    if (options_.cache && !cached.defined()) {
+      std::vector<torch::Tensor> logits;
+      for (const PartResult& r : results) logits.push_back(r.teacher_logits);
+      Status inserted = options_.cache->Insert(batch, torch::cat(logits, 0));
+      if (!inserted.ok()) LOG_WARN("trainer") << "teacher cache insert: " << inserted;
+    }
   }
 
   double exposed = 0;

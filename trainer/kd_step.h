@@ -36,9 +36,15 @@ struct Batch;
 struct KdStepOptions {
   KdLossOptions loss;
   AdamWOptions optimizer;
-  int64_t bucket_elements = 1 << 18;   // gradient bucket size (float32 elements)
-  int64_t comm_timeout_ms = 120000;    // deadline of each step's collectives
-  bool teacher_bf16_on_cuda = true;    // bf16 autocast for the teacher forward on CUDA
+  int64_t bucket_elements = 1 << 18;  // gradient bucket size (float32 elements)
+  int64_t comm_timeout_ms = 120000;   // deadline of each step's collectives
+  bool teacher_bf16_on_cuda = true;   // bf16 autocast for the teacher forward on CUDA
+  // CPU only: split the slice into this many parts that run teacher forward, student forward
+  // and backward concurrently, one per intra-op thread (each part single-threaded inside:
+  // inter-op instead of intra-op parallelism, which suits small GEMMs and elementwise ops).
+  // Gradients of the parts accumulate into the same flat buffer. 1: one pass over the slice
+  // using all intra-op threads. Phase times then are those of part 0.
+  int local_parallelism = 1;
   TeacherLogitCache* cache = nullptr;  // optional, not owned
 };
 
@@ -81,7 +87,15 @@ class KdStep {
  private:
   KdStep() = default;
   Status ValidateBatch(const Batch& batch) const;
-  torch::Tensor TeacherLogits(const Batch& batch, const torch::Tensor& images, bool* cached);
+  torch::Tensor TeacherForward(const torch::Tensor& images);
+  // Teacher forward, student forward, weighted loss and backward for rows [begin, end).
+  struct PartResult {
+    double loss = 0, teacher = 0, student = 0, backward = 0;
+    torch::Tensor teacher_logits;
+  };
+  PartResult RunPart(const torch::Tensor& images, const torch::Tensor& labels,
+                     const torch::Tensor& cached_logits, int64_t begin, int64_t end,
+                     double slice_weight);
 
   std::unique_ptr<Model> teacher_, student_;
   ShardComm* comm_ = nullptr;

@@ -21,7 +21,7 @@ namespace rt = retort::trainer;
 
 int main(int argc, char** argv) {
   std::string teacher_spec = "fm-teacher", student_spec = "fm-student";
-  int64_t batch = 128, threads = 2, warmup = 3, steps = 20;
+  int64_t batch = 128, threads = 2, warmup = 3, steps = 20, parts = 2;
   bool profile_lines = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       profile_lines = true;
     else {
       std::cerr << "usage: kd_step_bench [--teacher P] [--student P] [--batch N] [--threads N] "
-                   "[--warmup N] [--steps N] [--profile_lines]\n";
+                   "[--warmup N] [--steps N] [--local_parallelism N] [--profile_lines]\n";
       return a == "--help" ? 0 : 2;
     }
   }
@@ -50,7 +50,15 @@ int main(int argc, char** argv) {
   auto group = std::make_shared<rt::testing::ThreadShardGroup>(1);
   rt::testing::ThreadShardComm comm(group, 0);
 
-  for (bool cached : {false, true}) {
+  struct Mode {
+    const char* name;
+    int64_t local_parallelism;
+    bool cached;
+  };
+  const Mode modes[] = {
+      {"retort_intraop", 1, false}, {"retort", parts, false}, {"retort_cached", parts, true}};
+  for (const Mode& mode : modes) {
+    const bool cached = mode.cached;
     auto teacher = rt::MakeModel(teacher_spec, 1);
     auto student = rt::MakeModel(student_spec, 2);
     if (!teacher.ok() || !student.ok()) {
@@ -72,6 +80,7 @@ int main(int argc, char** argv) {
     if (cached)
       cache = std::move(rt::TeacherLogitCache::Create(classes, classes, 4.0, 1 << 20).value());
     options.cache = cache.get();
+    options.local_parallelism = static_cast<int>(mode.local_parallelism);
     const int64_t numel = rt::FlatParameterCount(**student);
     auto step = rt::KdStep::Create(std::move(*teacher), std::move(*student), &comm,
                                    rt::MakeEvenShardPlan(numel, 1), options);
@@ -103,11 +112,12 @@ int main(int argc, char** argv) {
     for (double t : times) sum += t;
     const double median = times[times.size() / 2];
     std::printf(
-        "{\"impl\":\"%s\",\"teacher\":\"%s\",\"student\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
+        "{\"impl\":\"%s\",\"local_parallelism\":%lld,\"teacher\":\"%s\",\"student\":\"%s\","
+        "\"batch\":%lld,\"threads\":%lld,"
         "\"steps\":%lld,\"median_step_s\":%.5f,\"samples_per_s\":%.2f,\"mean_samples_per_s\":%.2f}"
         "\n",
-        cached ? "retort_cached" : "retort", teacher_spec.c_str(), student_spec.c_str(),
-        static_cast<long long>(batch), static_cast<long long>(threads),
+        mode.name, static_cast<long long>(mode.local_parallelism), teacher_spec.c_str(),
+        student_spec.c_str(), static_cast<long long>(batch), static_cast<long long>(threads),
         static_cast<long long>(steps), median, batch / median, batch * times.size() / sum);
     std::printf("%s\n", profiler.Summarize().ToJson().c_str());
     std::fflush(stdout);

@@ -40,16 +40,18 @@ struct Cluster {
   std::vector<std::unique_ptr<ThreadShardComm>> comms;
   std::vector<std::unique_ptr<KdStep>> steps;
 
-  Cluster(int world, const std::function<ShardPlan(int64_t)>& make_plan,
-          uint64_t student_seed = 7) {
+  Cluster(int world, const std::function<ShardPlan(int64_t)>& make_plan, uint64_t student_seed = 7,
+          int local_parallelism = 1) {
     group = std::make_shared<ThreadShardGroup>(world);
     for (int r = 0; r < world; ++r) {
       comms.push_back(std::make_unique<ThreadShardComm>(group, r));
       auto teacher = MustMake(MakeVit(TinyVit(24, 2), 1));
       auto student = MustMake(MakeVit(TinyVit(16, 2), student_seed));
       const ShardPlan plan = make_plan(FlatParameterCount(*student));
-      auto step = KdStep::Create(std::move(teacher), std::move(student), comms.back().get(), plan,
-                                 Options());
+      KdStepOptions options = Options();
+      options.local_parallelism = local_parallelism;
+      auto step =
+          KdStep::Create(std::move(teacher), std::move(student), comms.back().get(), plan, options);
       EXPECT_TRUE(step.ok()) << step.status();
       steps.push_back(std::move(step).value());
     }
@@ -178,6 +180,19 @@ TEST_F(WorldSizeInvarianceTest, OptimizerStateMovesToANewPlan) {
   two.Run({6, 6}, 5, 5);
   three.Run({4, 4, 4}, 5, 5);
   EXPECT_LT(test::RelativeDiff(three.Params(1), two.Params(0)), 1e-5);
+}
+
+TEST_F(WorldSizeInvarianceTest, ConcurrentPartsOfASliceMatchOnePass) {
+  Cluster one_pass(2, [](int64_t n) { return EvenPlan(2, n); });
+  one_pass.Run({7, 5}, 0, 10);
+  at::set_num_threads(2);  // the parts really run concurrently
+  Cluster parts(
+      2, [](int64_t n) { return EvenPlan(2, n); }, 7, /*local_parallelism=*/3);
+  auto results = parts.Run({7, 5}, 0, 10);
+  at::set_num_threads(1);
+  EXPECT_FALSE(results.back().skipped);
+  EXPECT_TRUE(torch::equal(parts.Params(0), parts.Params(1)));
+  EXPECT_LT(test::RelativeDiff(parts.Params(0), one_pass.Params(0)), 1e-5);
 }
 
 TEST(ShardedAdamWTest, ImportRejectsPiecesOutsideTheRangeOrWithAnotherStep) {
