@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""PyTorch reference for the KD step benchmark, and the ViT module that retort's exported
+weights load into (same architecture and parameter names as trainer/models/vit.cc, which
+follow timm's VisionTransformer).
+
+Usage: kd_reference.py [--teacher fm-teacher] [--student fm-student] [--batch 128]
+                       [--threads 2] [--warmup 3] [--steps 20]
+Prints one JSON line: {"impl": "pytorch", "samples_per_s": ..., ...}.
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {
+    # name: (image, channels, patch, dim, depth, heads, classes)
+    "fm-teacher": (28, 1, 4, 192, 6, 3, 10),
+    "fm-student": (28, 1, 4, 96, 4, 3, 10),
+    "vit-ti16": (224, 3, 16, 192, 12, 3, 1000),
+    "vit-s16": (224, 3, 16, 384, 12, 6, 1000),
+    "vit-b16": (224, 3, 16, 768, 12, 12, 1000),
+}
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = ((q * (d // self.heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, 4 * dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, channels, patch, dim):
+        super().__init__()
+        self.proj = nn.Conv2d(channels, dim, patch, stride=patch)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class VisionTransformer(nn.Module):
+    def __init__(self, image, channels, patch, dim, depth, heads, classes):
+        super().__init__()
+        n = (image // patch) ** 2
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.patch_embed = PatchEmbed(channels, patch, dim)
+        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def make_vit(preset):
+    return VisionTransformer(*PRESETS[preset])
+
+
+def kd_loss(s, t, y, alpha, temperature):
+    log_q = F.log_softmax(s / temperature, -1)
+    log_p = F.log_softmax(t / temperature, -1)
+    kl = (log_p.exp() * (log_p - log_q)).sum() / s.shape[0]
+    return alpha * temperature**2 * kl + (1 - alpha) * F.cross_entropy(s, y)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--teacher", default="fm-teacher")
+    ap.add_argument("--student", default="fm-student")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    teacher, student = make_vit(args.teacher).eval(), make_vit(args.student).train()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-3, weight_decay=0.05)
+    image, channels = PRESETS[args.student][0], PRESETS[args.student][1]
+    x = torch.randn(args.batch, channels, image, image)
+    y = torch.randint(PRESETS[args.student][6], (args.batch,))
+
+    def step():
+        with torch.no_grad():
+            t = teacher(x)
+        loss = kd_loss(student(x), t, y, 0.5, 4.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    median = times[len(times) // 2]
+    print(json.dumps({
+        "impl": "pytorch", "teacher": args.teacher, "student": args.student,
+        "batch": args.batch, "threads": args.threads, "steps": args.steps,
+        "median_step_s": round(median, 5), "samples_per_s": round(args.batch / median, 2),
+        "mean_samples_per_s": round(args.batch * len(times) / sum(times), 2),
+        "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

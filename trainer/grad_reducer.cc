@@ -1,0 +1,154 @@
+#include "trainer/grad_reducer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "trainer/flat_parameters.h"
+
+namespace retort::trainer {
+
+struct GradReducer::State {
+  struct Bucket {
+    int64_t begin = 0, end = 0;
+    std::vector<int64_t> counts;  // per rank
+    int64_t out_offset = 0;       // into reduced, for this rank's part
+    int num_params = 0;
+    int pending = 0;
+  };
+  FlatParameters* flat = nullptr;
+  ShardComm* comm = nullptr;
+  ShardPlan plan;
+  ShardRange mine;
+  torch::Tensor reduced;
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of_param;
+  std::vector<int> fires;  // AccumulateGrad calls per parameter in this step
+  int passes = 1;          // backward passes per step (parts of the slice)
+  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators;
+  std::vector<std::unique_ptr<CommHandle>> handles;  // in launch (= bucket) order
+  int next_to_launch = 0;
+  int launched_in_backward = 0;
+  bool in_backward = false;
+  std::mutex mu;  // hooks may run on an autograd device thread
+
+  void Launch(int b) {
+    Bucket& bucket = buckets[b];
+    const float* in = flat->grads().data_ptr<float>() + bucket.begin;
+    float* out = reduced.numel() > 0 ? reduced.data_ptr<float>() + bucket.out_offset : nullptr;
+    handles.push_back(comm->ReduceScatterV(in, out, bucket.counts));
+  }
+  void OnParamReady(int p) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!in_backward || fires[p] >= passes) return;
+    if (++fires[p] < passes) return;
+    --buckets[bucket_of_param[p]].pending;
+    while (next_to_launch < static_cast<int>(buckets.size()) &&
+           buckets[next_to_launch].pending == 0) {
+      Launch(next_to_launch++);
+      ++launched_in_backward;
+    }
+  }
+};
+
+namespace {
+class ReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(std::weak_ptr<GradReducer::State> state, int param)
+      : state_(std::move(state)), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (auto state = state_.lock()) state->OnParamReady(param_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<GradReducer::State> state_;
+  int param_;
+};
+}  // namespace
+
+GradReducer::GradReducer(std::shared_ptr<State> state) : state_(std::move(state)) {}
+GradReducer::~GradReducer() = default;
+
+StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat, ShardComm* comm,
+                                                           ShardPlan plan,
+                                                           int64_t bucket_elements) {
+  RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, flat->numel(), comm->world_size()));
+  if (bucket_elements <= 0)
+    return InvalidArgumentError("bucket_elements must be > 0, got " +
+                                std::to_string(bucket_elements));
+  auto state = std::make_shared<State>();
+  state->flat = flat;
+  state->comm = comm;
+  state->mine = plan.ranges[comm->rank()];
+  state->plan = std::move(plan);
+  state->reduced = torch::zeros({state->mine.count}, flat->params().options());
+  const auto& slots = flat->slots();
+  const int n = static_cast<int>(slots.size());
+  state->bucket_of_param.assign(n, -1);
+  state->fires.assign(n, 0);
+  for (int i = n - 1; i >= 0;) {
+    State::Bucket bucket;
+    bucket.end = slots[i].offset + slots[i].numel;
+    while (i >= 0 && (bucket.end - slots[i].offset < bucket_elements || bucket.num_params == 0)) {
+      state->bucket_of_param[i] = static_cast<int>(state->buckets.size());
+      ++bucket.num_params;
+      --i;
+    }
+    bucket.begin = slots[i + 1].offset;
+    bucket.counts = SplitSpanByPlan(state->plan, bucket.begin, bucket.end);
+    bucket.out_offset = std::max<int64_t>(0, bucket.begin - state->mine.offset);
+    state->buckets.push_back(std::move(bucket));
+  }
+  std::weak_ptr<State> weak = state;
+  for (int i = 0; i < n; ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(flat->tensors()[i]);
+    if (!acc) return InternalError("parameter '" + slots[i].name + "' has no grad accumulator");
+    acc->add_post_hook(std::make_unique<ReadyHook>(weak, i));
+    state->grad_accumulators.push_back(std::move(acc));
+  }
+  return std::unique_ptr<GradReducer>(new GradReducer(std::move(state)));
+}
+
+void GradReducer::BeginBackward(int passes) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->passes = std::max(1, passes);
+  state_->handles.clear();
+  state_->next_to_launch = 0;
+  state_->launched_in_backward = 0;
+  std::fill(state_->fires.begin(), state_->fires.end(), 0);
+  for (auto& b : state_->buckets) b.pending = b.num_params;
+  state_->in_backward = true;
+}
+
+Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<CommHandle>> handles;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->in_backward = false;
+    while (state_->next_to_launch < static_cast<int>(state_->buckets.size()))
+      state_->Launch(state_->next_to_launch++);
+    handles.swap(state_->handles);
+  }
+  Status status;
+  for (size_t i = 0; i < handles.size() && status.ok(); ++i) {
+    status = handles[i]->Wait(deadline);
+    if (!status.ok()) status = status.WithContext("gradient bucket " + std::to_string(i));
+  }
+  if (exposed_seconds)
+    *exposed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return status;
+}
+
+const torch::Tensor& GradReducer::reduced() const { return state_->reduced; }
+int GradReducer::num_buckets() const { return static_cast<int>(state_->buckets.size()); }
+int GradReducer::launched_during_backward() const { return state_->launched_in_backward; }
+
+}  // namespace retort::trainer

@@ -1,0 +1,61 @@
+// GradReducer: reduce-scatters the flat gradient buffer in buckets while backward runs.
+//
+// Buckets are contiguous spans of whole parameters, formed from the END of the flat buffer
+// (backward produces the last layers' gradients first), each at most `bucket_elements` long
+// (a single larger parameter forms a bucket of its own). A post-hook on every parameter's
+// AccumulateGrad node (the autograd node that writes .grad, i.e. the flat buffer) marks the
+// parameter ready; when all parameters of a bucket are ready the bucket is ready, and ready buckets
+// are launched strictly in bucket order (so every rank issues the same collectives in the same
+// order, whatever the hook order) as ShardComm::ReduceScatterV(grads + bucket_start, reduced + ...,
+// counts), where counts are the bucket's intersections with the plan's ranges. Finish() launches
+// whatever is left (parameters unused in this forward, or a rank with an empty slice) and waits.
+//
+// Threading: hooks run on the thread that executes backward (the caller's thread on CPU, the
+// autograd device thread on CUDA, while the caller is blocked in backward(); with concurrent
+// parts, several threads) and launch under the reducer's mutex, so ShardComm is never used
+// from two threads at once. The hooks hold only a weak reference: destroying the
+// reducer disarms them.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "trainer/shard_comm.h"
+#include "trainer/shard_plan.h"
+
+namespace retort::trainer {
+
+class FlatParameters;
+
+class GradReducer {
+ public:
+  // `flat` and `comm` must outlive the reducer. `plan` must be valid for flat->numel().
+  static StatusOr<std::unique_ptr<GradReducer>> Create(FlatParameters* flat, ShardComm* comm,
+                                                       ShardPlan plan, int64_t bucket_elements);
+  ~GradReducer();
+
+  // Arms the hooks for one step of `passes` backward passes (a rank may split its slice into
+  // parts that run backward concurrently; a parameter is ready after its gradient was
+  // accumulated `passes` times). Call after FlatParameters::ZeroGrads().
+  void BeginBackward(int passes = 1);
+  // Launches the buckets not launched yet, then waits for all of them. On success reduced()
+  // holds the sum over ranks of this rank's range of the gradient buffer.
+  // `exposed_seconds` receives the time spent waiting here (communication not hidden).
+  Status Finish(Deadline deadline, double* exposed_seconds);
+
+  const torch::Tensor& reduced() const;  // float32 [plan.ranges[rank].count]
+  int num_buckets() const;
+  // Buckets launched from hooks during the last backward (before Finish); for tests/profiling.
+  int launched_during_backward() const;
+
+  struct State;
+
+ private:
+  explicit GradReducer(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace retort::trainer

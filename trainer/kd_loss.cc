@@ -1,0 +1,58 @@
+#include "trainer/kd_loss.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+
+#include "trainer/data/batch.h"
+#include "trainer/models/model.h"
+
+namespace retort::trainer {
+
+Status ValidateKdLossOptions(const KdLossOptions& options) {
+  if (!(options.alpha >= 0.0 && options.alpha <= 1.0))
+    return InvalidArgumentError("KD loss: alpha must be in [0, 1], got " +
+                                std::to_string(options.alpha));
+  if (!(options.temperature > 0.0) || !std::isfinite(options.temperature))
+    return InvalidArgumentError("KD loss: temperature must be > 0, got " +
+                                std::to_string(options.temperature));
+  return Status::Ok();
+}
+
+KdLossParts KdLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                   const torch::Tensor& labels, const KdLossOptions& options) {
+  const double t = options.temperature;
+  auto s = student_logits.to(torch::kFloat);
+  auto teacher = teacher_logits.to(torch::kFloat).detach();
+  auto log_q = torch::log_softmax(s / t, -1);
+  auto log_p = torch::log_softmax(teacher / t, -1);
+  // KL(p || q) = sum p (log p - log q), batchmean.
+  const double n = static_cast<double>(std::max<int64_t>(s.size(0), 1));
+  auto kl = (log_p.exp() * (log_p - log_q)).sum() / n;
+  auto ce = torch::nll_loss(torch::log_softmax(s, -1), labels);
+  KdLossParts parts;
+  parts.total = options.alpha * t * t * kl + (1.0 - options.alpha) * ce;
+  parts.kl = kl.detach();
+  parts.ce = ce.detach();
+  return parts;
+}
+
+int64_t CountTop1Correct(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return logits.argmax(-1).eq(labels.to(logits.device())).sum().item<int64_t>();
+}
+
+Top1Result EvaluateTop1(Model& model, const std::vector<Batch>& batches) {
+  torch::InferenceMode guard;
+  model.SetTraining(false);
+  Top1Result result;
+  for (const Batch& b : batches) {
+    if (b.images.size(0) == 0) continue;
+    result.correct += CountTop1Correct(model.Forward(b.images), b.labels);
+    result.total += b.images.size(0);
+  }
+  model.SetTraining(true);
+  return result;
+}
+
+}  // namespace retort::trainer

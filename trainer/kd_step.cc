@@ -1,0 +1,270 @@
+#include "trainer/kd_step.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "common/logging.h"
+#include "trainer/data/batch.h"
+#include "trainer/flat_parameters.h"
+#include "trainer/grad_reducer.h"
+#include "trainer/models/model.h"
+#include "trainer/teacher_logit_cache.h"
+
+namespace retort::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// bf16 autocast for CUDA within a scope. The autocast API changed in LibTorch 2.4
+// (device-type arguments); both spellings are kept behind the version macros.
+class CudaBf16Autocast {
+ public:
+  explicit CudaBf16Autocast(bool enable) : enable_(enable) {
+    if (!enable_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    prev_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
+    prev_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+#else
+    prev_enabled_ = at::autocast::is_enabled();
+    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~CudaBf16Autocast() {
+    if (!enable_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, prev_enabled_);
+    at::autocast::set_autocast_dtype(at::kCUDA, prev_dtype_);
+#else
+    at::autocast::set_enabled(prev_enabled_);
+    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
+#endif
+  }
+
+ private:
+  bool enable_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kBFloat16;
+};
+
+}  // namespace
+
+int64_t FlatParameterCount(Model& model) {
+  int64_t n = 0;
+  for (auto& [name, p] : model.NamedParameters()) n += p.numel();
+  return n;
+}
+
+KdStep::~KdStep() = default;
+
+StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
+                                                 std::unique_ptr<Model> student, ShardComm* comm,
+                                                 ShardPlan plan, KdStepOptions options) {
+  if (!teacher || !student || !comm)
+    return InvalidArgumentError("KdStep needs a teacher, a student and a ShardComm");
+  RETORT_RETURN_IF_ERROR(ValidateKdLossOptions(options.loss));
+  RETORT_RETURN_IF_ERROR(ValidateAdamWOptions(options.optimizer));
+  if (options.comm_timeout_ms <= 0)
+    return InvalidArgumentError("KdStep: comm_timeout_ms must be > 0");
+  if (options.local_parallelism < 1)
+    return InvalidArgumentError("KdStep: local_parallelism must be >= 1, got " +
+                                std::to_string(options.local_parallelism));
+  std::unique_ptr<KdStep> step(new KdStep());
+  step->teacher_ = std::move(teacher);
+  step->student_ = std::move(student);
+  step->comm_ = comm;
+  step->options_ = options;
+  step->teacher_->SetTraining(false);
+  for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
+  step->student_->SetTraining(true);
+  RETORT_ASSIGN_OR_RETURN(step->flat_, FlatParameters::Create(*step->student_));
+  RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
+  step->plan_ = plan;
+  RETORT_ASSIGN_OR_RETURN(
+      step->reducer_, GradReducer::Create(step->flat_.get(), comm, plan, options.bucket_elements));
+  step->optimizer_ = std::make_unique<ShardedAdamW>(options.optimizer, step->flat_->params(),
+                                                    plan.ranges[comm->rank()]);
+  step->scalars_ = torch::zeros({2}, step->flat_->params().options());
+  return step;
+}
+
+Status KdStep::ValidateBatch(const Batch& b) const {
+  if (!b.images.defined() || b.images.dim() != 4 || b.images.scalar_type() != torch::kFloat)
+    return InvalidArgumentError("batch " + std::to_string(b.step) +
+                                ": images must be float32 [n, C, H, W]");
+  const int64_t n = b.images.size(0);
+  if (!b.labels.defined() || b.labels.dim() != 1 || b.labels.size(0) != n ||
+      b.labels.scalar_type() != torch::kLong)
+    return InvalidArgumentError("batch " + std::to_string(b.step) + ": labels must be int64 [" +
+                                std::to_string(n) + "]");
+  if (!(b.weight >= 0.0 && b.weight <= 1.0))
+    return InvalidArgumentError("batch " + std::to_string(b.step) + ": weight " +
+                                std::to_string(b.weight) + " is outside [0, 1]");
+  if (n > 0 && b.weight == 0.0)
+    return InvalidArgumentError("batch " + std::to_string(b.step) +
+                                ": weight is 0 for a non-empty slice");
+  return Status::Ok();
+}
+
+torch::Tensor KdStep::TeacherForward(const torch::Tensor& images) {
+  torch::Tensor logits;
+  {
+    torch::InferenceMode inference;
+    CudaBf16Autocast autocast(images.is_cuda() && options_.teacher_bf16_on_cuda);
+    logits = teacher_->Forward(images);
+  }
+  // Leave inference mode with a normal tensor so the loss may save it for backward.
+  return logits.to(torch::kFloat).clone();
+}
+
+KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Tensor& labels,
+                                   const torch::Tensor& cached_logits, int64_t begin, int64_t end,
+                                   double slice_weight) {
+  PartResult out;
+  const int64_t n = images.size(0);
+  auto part_images = images.narrow(0, begin, end - begin);
+  auto t0 = Clock::now();
+  if (cached_logits.defined()) {
+    out.teacher_logits = cached_logits.narrow(0, begin, end - begin);
+  } else {
+    out.teacher_logits = TeacherForward(part_images);
+    out.teacher = SecondsSince(t0);
+  }
+  t0 = Clock::now();
+  auto student_logits = student_->Forward(part_images);
+  TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
+              out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
+              " differ in shape");
+  KdLossParts parts = KdLoss(student_logits, out.teacher_logits,
+                             labels.narrow(0, begin, end - begin), options_.loss);
+  auto loss = parts.total * (slice_weight * static_cast<double>(end - begin) / n);
+  out.student = SecondsSince(t0);
+  t0 = Clock::now();
+  loss.backward();
+  out.backward = SecondsSince(t0);
+  out.loss = loss.item<double>();
+  return out;
+}
+
+StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) {
+  RETORT_RETURN_IF_ERROR(ValidateBatch(batch));
+  const auto step_start = Clock::now();
+  const Deadline deadline = Deadline::AfterMs(options_.comm_timeout_ms);
+  StepResult result;
+  StepTiming& timing = result.timing;
+  timing.step = ++calls_;
+  timing.data_wait = data_wait_seconds;
+  const int64_t n = batch.images.size(0);
+  const torch::Device device = flat_->params().device();
+
+  const int parts = device.is_cpu() && n > 0
+                        ? static_cast<int>(std::min<int64_t>(options_.local_parallelism, n))
+                        : 1;
+  flat_->ZeroGrads();
+  reducer_->BeginBackward(parts);
+  double weighted_loss = 0;
+  if (n > 0) {
+    auto images = batch.images.to(device, /*non_blocking=*/true);
+    auto labels = batch.labels.to(device, /*non_blocking=*/true);
+    torch::Tensor cached;
+    if (options_.cache) {
+      if (auto hit = options_.cache->Lookup(batch, options_.loss.temperature))
+        cached = hit->to(device);
+    }
+    timing.teacher_cached = cached.defined();
+    std::vector<PartResult> results(parts);
+    try {
+      if (parts == 1) {
+        results[0] = RunPart(images, labels, cached, 0, n, batch.weight);
+      } else {
+        // One part per intra-op thread; inside at::parallel_for, ATen and OpenBLAS run each
+        // part single-threaded.
+        at::parallel_for(0, parts, 1, [&](int64_t first, int64_t last) {
+          for (int64_t p = first; p < last; ++p)
+            results[p] =
+                RunPart(images, labels, cached, n * p / parts, n * (p + 1) / parts, batch.weight);
+        });
+      }
+    } catch (const c10::Error& e) {
+      return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
+                                  e.what_without_backtrace());
+    }
+    for (const PartResult& r : results) weighted_loss += r.loss;
+    timing.teacher_forward = results[0].teacher;
+    timing.student_forward = results[0].student;
+    timing.backward = results[0].backward;
+    if (options_.cache && !cached.defined()) {
+      std::vector<torch::Tensor> logits;
+      for (const PartResult& r : results) logits.push_back(r.teacher_logits);
+      Status inserted = options_.cache->Insert(batch, torch::cat(logits, 0));
+      if (!inserted.ok()) LOG_WARN("trainer") << "teacher cache insert: " << inserted;
+    }
+  }
+
+  double exposed = 0;
+  RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed));
+  timing.comm_exposed += exposed;
+
+  auto t0 = Clock::now();
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor& grad = reducer_->reduced();
+    scalars_[0] = grad.numel() > 0 ? grad.square().sum() : torch::zeros({}, grad.options());
+    scalars_[1] = weighted_loss;
+  }
+  double local_opt = SecondsSince(t0);
+  t0 = Clock::now();
+  RETORT_RETURN_IF_ERROR(comm_->AllReduce(scalars_.data_ptr<float>(), 2)
+                             ->Wait(deadline)
+                             .WithContext("gradient-norm all-reduce"));
+  timing.comm_exposed += SecondsSince(t0);
+  auto sums = scalars_.to(torch::kCPU);
+  const double sq = sums[0].item<double>();
+  result.loss = sums[1].item<double>();
+  result.grad_norm = std::sqrt(sq);
+
+  if (!std::isfinite(result.grad_norm)) {
+    result.skipped = true;
+    timing.skipped = true;
+    ++skipped_steps_;
+  } else {
+    t0 = Clock::now();
+    const double max_norm = options_.optimizer.max_grad_norm;
+    const double clip = max_norm > 0 ? std::min(1.0, max_norm / (result.grad_norm + 1e-6)) : 1.0;
+    result.lr = LearningRateAt(options_.optimizer, optimizer_->step() + 1);
+    optimizer_->Update(reducer_->reduced(), clip);
+    local_opt += SecondsSince(t0);
+    t0 = Clock::now();
+    RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
+    timing.comm_exposed += SecondsSince(t0);
+  }
+  timing.optimizer = local_opt;
+  result.step = optimizer_->step();
+  timing.total = data_wait_seconds + SecondsSince(step_start);
+  return result;
+}
+
+Status KdStep::AllGatherParameters(Deadline deadline) {
+  std::vector<int64_t> counts;
+  for (const ShardRange& r : plan_.ranges) counts.push_back(r.count);
+  float* base = flat_->params().data_ptr<float>();
+  const ShardRange& mine = plan_.ranges[comm_->rank()];
+  return comm_->AllGatherV(base + mine.offset, base, std::move(counts))
+      ->Wait(deadline)
+      .WithContext("parameter all-gather");
+}
+
+}  // namespace retort::trainer

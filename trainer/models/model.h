@@ -1,0 +1,46 @@
+// Model: what the trainer needs from a teacher or student, whatever built it (built-in ViT
+// presets or a TorchScript file). Header is torch-light (torch/types.h only).
+//
+// Parameter names follow PyTorch/timm conventions ("blocks.0.attn.qkv.weight"), so a
+// state dict written from NamedParameters() loads into the equivalent PyTorch module.
+// Threading: a Model is used by one thread at a time.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace retort::trainer {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // images: float32 [n, C, H, W] -> logits [n, num_classes].
+  virtual torch::Tensor Forward(const torch::Tensor& images) = 0;
+  // All parameters, in registration order (the order of the flat buffer).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() = 0;
+  // Buffers that are not parameters (e.g. BatchNorm statistics); empty for ViT.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() { return {}; }
+  virtual void SetTraining(bool training) = 0;
+  virtual void To(torch::Device device) = 0;
+  // "vit:fm-student", "torchscript:/path/model.pt", ...
+  virtual std::string Describe() const = 0;
+};
+
+// Builds a model from a spec: "vit:<preset>" (see vit.h for presets; a bare preset name is
+// accepted too) or "torchscript:<path>". Built-in models are initialised from `seed`.
+StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, uint64_t seed);
+
+// Loads a TorchScript module (torch.jit.trace/script output). Its parameters are trainable.
+StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path);
+
+// Copies values from `src` to `dst` by name; every parameter of dst must be present with the
+// same shape. Used to give several ranks identical weights and to load teachers.
+Status CopyParameters(Model& src, Model& dst);
+
+}  // namespace retort::trainer

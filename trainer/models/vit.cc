@@ -1,0 +1,259 @@
+#include "trainer/models/vit.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd.h>
+#include <torch/autograd.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <map>
+
+namespace retort::trainer {
+namespace {
+
+namespace nn = torch::nn;
+
+struct AttentionImpl : nn::Module {
+  AttentionImpl(int64_t dim, int64_t heads) : heads(heads), head_dim(dim / heads) {
+    qkv = register_module("qkv", nn::Linear(dim, 3 * dim));
+    proj = register_module("proj", nn::Linear(dim, dim));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
+    // [b, n, 3, heads, hd] -> [3, b, heads, n, hd]
+    auto qkv_out = qkv(x).reshape({b, n, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
+    auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    auto attn = torch::matmul(q * scale, k.transpose(-2, -1)).softmax(-1);
+    auto out = torch::matmul(attn, v).transpose(1, 2).reshape({b, n, d});
+    return proj(out);
+  }
+  int64_t heads, head_dim;
+  nn::Linear qkv{nullptr}, proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : nn::Module {
+  MlpImpl(int64_t dim, int64_t hidden) {
+    fc1 = register_module("fc1", nn::Linear(dim, hidden));
+    fc2 = register_module("fc2", nn::Linear(hidden, dim));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+nn::LayerNorm MakeNorm(int64_t dim, double eps) {
+  return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(eps));
+}
+
+struct BlockImpl : nn::Module {
+  BlockImpl(const VitConfig& c) {
+    norm1 = register_module("norm1", MakeNorm(c.dim, c.layer_norm_eps));
+    attn = register_module("attn", Attention(c.dim, c.heads));
+    norm2 = register_module("norm2", MakeNorm(c.dim, c.layer_norm_eps));
+    mlp = register_module("mlp", Mlp(c.dim, c.dim * c.mlp_ratio));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x + attn(norm1(x));
+    return x + mlp(norm2(x));
+  }
+  // The same block through ATen's fused encoder-layer kernel (pre-norm, exact GELU): fewer
+  // layout copies in attention. Inference only (no autograd formula), used for frozen teachers.
+  torch::Tensor forward_fused(const torch::Tensor& x) {
+    return at::_transformer_encoder_layer_fwd(
+        x, x.size(2), attn->heads, attn->qkv->weight, attn->qkv->bias, attn->proj->weight,
+        attn->proj->bias, /*use_gelu=*/true, /*norm_first=*/true, norm1->options.eps(),
+        norm1->weight, norm1->bias, norm2->weight, norm2->bias, mlp->fc1->weight, mlp->fc1->bias,
+        mlp->fc2->weight, mlp->fc2->bias);
+  }
+  nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct PatchEmbedImpl : nn::Module {
+  PatchEmbedImpl(const VitConfig& c) : patch(c.patch_size) {
+    proj = register_module(
+        "proj",
+        nn::Conv2d(nn::Conv2dOptions(c.in_channels, c.dim, c.patch_size).stride(c.patch_size)));
+  }
+  // Non-overlapping patches as one GEMM: [b, C, H, W] -> [b, N, C*p*p] x W^T (same math and
+  // weight layout as the strided Conv2d, which is slower on CPU for these shapes).
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t b = x.size(0), c = x.size(1), gh = x.size(2) / patch, gw = x.size(3) / patch;
+    auto patches = x.reshape({b, c, gh, patch, gw, patch})
+                       .permute({0, 2, 4, 1, 3, 5})
+                       .reshape({b, gh * gw, c * patch * patch});
+    auto w = proj->weight.reshape({proj->weight.size(0), -1});
+    return torch::linear(patches, w, proj->bias);
+  }
+  int64_t patch;
+  nn::Conv2d proj{nullptr};
+};
+TORCH_MODULE(PatchEmbed);
+
+struct VitImpl : nn::Module {
+  explicit VitImpl(const VitConfig& c) : config(c) {
+    const int64_t num_patches = (c.image_size / c.patch_size) * (c.image_size / c.patch_size);
+    cls_token = register_parameter("cls_token", torch::zeros({1, 1, c.dim}));
+    pos_embed = register_parameter("pos_embed", torch::zeros({1, num_patches + 1, c.dim}));
+    patch_embed = register_module("patch_embed", PatchEmbed(c));
+    blocks = register_module("blocks", nn::ModuleList());
+    for (int64_t i = 0; i < c.depth; ++i) blocks->push_back(Block(c));
+    norm = register_module("norm", MakeNorm(c.dim, c.layer_norm_eps));
+    head = register_module("head", nn::Linear(c.dim, c.num_classes));
+  }
+  torch::Tensor forward(const torch::Tensor& images) {
+    auto x = patch_embed(images);
+    x = torch::cat({cls_token.expand({x.size(0), 1, x.size(2)}), x}, 1) + pos_embed;
+    // Frozen forward (eval mode, no autograd) takes the fused kernel; training the plain path.
+    const bool fused = !is_training() && !torch::GradMode::is_enabled();
+    for (const auto& block : *blocks) {
+      auto* b = block->as<BlockImpl>();
+      x = fused ? b->forward_fused(x) : b->forward(x);
+    }
+    x = norm(x);
+    return head(x.select(1, 0));
+  }
+  VitConfig config;
+  torch::Tensor cls_token, pos_embed;
+  PatchEmbed patch_embed{nullptr};
+  nn::ModuleList blocks{nullptr};
+  nn::LayerNorm norm{nullptr};
+  nn::Linear head{nullptr};
+};
+TORCH_MODULE(Vit);
+
+void TruncNormal(torch::Tensor t, double std, at::Generator& gen) {
+  t.normal_(0.0, std, gen);
+  for (int i = 0; i < 8; ++i) {
+    auto outside = t.abs() > 2 * std;
+    if (!outside.any().item<bool>()) return;
+    t.masked_scatter_(outside, torch::empty_like(t).normal_(0.0, std, gen).masked_select(outside));
+  }
+  t.clamp_(-2 * std, 2 * std);
+}
+
+class VitModel final : public Model {
+ public:
+  VitModel(const VitConfig& config, uint64_t seed) : vit_(config) {
+    torch::NoGradGuard no_grad;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (auto& item : vit_->named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor p = item.value();
+      const bool is_norm = name.find("norm") != std::string::npos;
+      const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+      if (is_norm) {
+        p.fill_(is_bias ? 0.0 : 1.0);
+      } else if (is_bias) {
+        p.zero_();
+      } else {
+        TruncNormal(p, 0.02, gen);
+      }
+    }
+  }
+  torch::Tensor Forward(const torch::Tensor& images) override { return vit_->forward(images); }
+  std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (auto& item : vit_->named_parameters()) out.emplace_back(item.key(), item.value());
+    return out;
+  }
+  void SetTraining(bool training) override { vit_->train(training); }
+  void To(torch::Device device) override { vit_->to(device); }
+  std::string Describe() const override { return "vit:" + vit_->config.name; }
+
+ private:
+  Vit vit_;
+};
+
+const std::map<std::string, VitConfig>& Presets() {
+  static const auto* presets = [] {
+    auto* m = new std::map<std::string, VitConfig>();
+    auto fm = [](std::string name, int64_t dim, int64_t depth, int64_t heads) {
+      VitConfig c;
+      c.name = std::move(name);
+      c.image_size = 28;
+      c.in_channels = 1;
+      c.patch_size = 4;
+      c.dim = dim;
+      c.depth = depth;
+      c.heads = heads;
+      c.num_classes = 10;
+      return c;
+    };
+    auto in1k = [](std::string name, int64_t dim, int64_t heads) {
+      VitConfig c;
+      c.name = std::move(name);
+      c.dim = dim;
+      c.heads = heads;
+      return c;
+    };
+    for (VitConfig c :
+         {fm("fm-teacher", 192, 6, 3), fm("fm-student", 96, 4, 3), in1k("vit-ti16", 192, 3),
+          in1k("vit-s16", 384, 6), in1k("vit-b16", 768, 12)})
+      (*m)[c.name] = c;
+    return m;
+  }();
+  return *presets;
+}
+
+}  // namespace
+
+std::vector<std::string> VitPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, config] : Presets()) names.push_back(name);
+  return names;
+}
+
+StatusOr<VitConfig> VitPreset(const std::string& name) {
+  auto it = Presets().find(name);
+  if (it == Presets().end()) {
+    std::string known;
+    for (const auto& n : VitPresetNames()) known += (known.empty() ? "" : ", ") + n;
+    return NotFoundError("unknown ViT preset '" + name + "' (known presets: " + known + ")");
+  }
+  return it->second;
+}
+
+Status ValidateVitConfig(const VitConfig& c) {
+  auto positive = [](const char* field, int64_t v) -> Status {
+    if (v > 0) return Status::Ok();
+    return InvalidArgumentError(std::string("ViT config: ") + field + " must be > 0, got " +
+                                std::to_string(v));
+  };
+  RETORT_RETURN_IF_ERROR(positive("image_size", c.image_size));
+  RETORT_RETURN_IF_ERROR(positive("in_channels", c.in_channels));
+  RETORT_RETURN_IF_ERROR(positive("patch_size", c.patch_size));
+  RETORT_RETURN_IF_ERROR(positive("dim", c.dim));
+  RETORT_RETURN_IF_ERROR(positive("depth", c.depth));
+  RETORT_RETURN_IF_ERROR(positive("heads", c.heads));
+  RETORT_RETURN_IF_ERROR(positive("mlp_ratio", c.mlp_ratio));
+  RETORT_RETURN_IF_ERROR(positive("num_classes", c.num_classes));
+  if (c.image_size % c.patch_size != 0)
+    return InvalidArgumentError("ViT config: image_size " + std::to_string(c.image_size) +
+                                " is not divisible by patch_size " + std::to_string(c.patch_size));
+  if (c.dim % c.heads != 0)
+    return InvalidArgumentError("ViT config: dim " + std::to_string(c.dim) +
+                                " is not divisible by heads " + std::to_string(c.heads));
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Model>> MakeVit(const VitConfig& config, uint64_t seed) {
+  RETORT_RETURN_IF_ERROR(ValidateVitConfig(config));
+  return std::unique_ptr<Model>(std::make_unique<VitModel>(config, seed));
+}
+
+StatusOr<std::unique_ptr<Model>> MakeVitPreset(const std::string& preset, uint64_t seed) {
+  RETORT_ASSIGN_OR_RETURN(VitConfig config, VitPreset(preset));
+  return MakeVit(config, seed);
+}
+
+}  // namespace retort::trainer
