@@ -31,7 +31,7 @@ struct BenchOptions {
   std::string backend = "ucx";
   int local_size = 1;
   std::string transports = "posix,cma,tcp,self";
-  int64_t spin_us = 200;
+  int64_t spin_us = 20;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
