@@ -1,9 +1,17 @@
 #include "collectives/work.h"
 
 namespace retort::collectives {
+namespace {
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(20);
+}  // namespace
 
 Status Work::Wait(Deadline deadline) {
   if (driver_ && !IsCompleted()) driver_(this, deadline);
+  // Short operations finish within microseconds: check a little before paying for a sleep
+  // and a wake-up through the scheduler.
+  const auto spin_until = SteadyClock::now() + kSpinBeforeSleep;
+  while (!done_fast_.load(std::memory_order_acquire) && SteadyClock::now() < spin_until) {
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (deadline.IsNever()) {
     cv_.wait(lock, [&] { return done_; });
@@ -32,6 +40,7 @@ void Work::Complete(Status status) {
     if (done_) return;
     done_ = true;
     status_ = std::move(status);
+    done_fast_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

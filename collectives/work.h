@@ -63,8 +63,9 @@ class Work {
   std::function<void(Work*, Deadline)> driver_;  // set before the Work is shared
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
-  Status status_;      // guarded by mu_
+  bool done_ = false;                   // guarded by mu_
+  std::atomic<bool> done_fast_{false};  // mirrors done_ for the lock-free spin in Wait
+  Status status_;                       // guarded by mu_
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -31,7 +31,7 @@ struct BenchOptions {
   std::string backend = "ucx";
   int local_size = 1;
   std::string transports = "posix,cma,tcp,self";
-  int64_t spin_us = 200;
+  int64_t spin_us = 20;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
@@ -43,6 +43,7 @@ double NowSeconds() {
 
 int ItersFor(const BenchOptions& o, size_t bytes) {
   if (o.iters > 0) return static_cast<int>(o.iters);
+  if (bytes <= (size_t{64} << 10)) return 2000;
   if (bytes <= (size_t{1} << 20)) return 200;
   if (bytes <= (size_t{16} << 20)) return 30;
   return 8;

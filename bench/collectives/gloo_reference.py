@@ -16,6 +16,8 @@ import torch.multiprocessing as mp
 
 
 def iters_for(nbytes):
+    if nbytes <= 64 << 10:
+        return 2000
     if nbytes <= 1 << 20:
         return 200
     if nbytes <= 16 << 20:

@@ -11,6 +11,7 @@
 namespace {
 
 int ItersFor(size_t bytes) {
+  if (bytes <= (size_t{64} << 10)) return 2000;
   if (bytes <= (size_t{1} << 20)) return 200;
   if (bytes <= (size_t{16} << 20)) return 30;
   return 8;

@@ -40,7 +40,7 @@ struct UcxContextOptions {
   size_t estimated_num_eps = 0;
   // Waits spin on ucp_worker_progress and yield the CPU only after this long without
   // progress (a yield on a busy host can cost a scheduler time slice). Negative: never yield.
-  std::chrono::microseconds spin_before_yield{200};
+  std::chrono::microseconds spin_before_yield{20};
 };
 
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);

@@ -216,6 +216,8 @@ bool UcxTransport::Poll(Request& r) {
 }
 
 Status UcxTransport::Result(const Request& r) const {
+  const bool ok = r.status == UCS_OK && (r.send || r.info.length == r.expected_bytes);
+  if (ok) return Status::Ok();
   const std::string what = std::string("ucx: ") + (r.send ? "send to " : "receive from ") +
                            PeerName(r.peer) + " of " + std::to_string(r.expected_bytes) + " bytes";
   if (r.status != UCS_OK) {
@@ -224,11 +226,8 @@ Status UcxTransport::Result(const Request& r) const {
     }
     return UcxError(r.status, what, __FILE__, __LINE__);
   }
-  if (!r.send && r.info.length != r.expected_bytes) {
-    return InvalidArgumentError(what + ": the message was " + std::to_string(r.info.length) +
-                                " bytes (count or dtype differ between the ranks)");
-  }
-  return Status::Ok();
+  return InvalidArgumentError(what + ": the message was " + std::to_string(r.info.length) +
+                              " bytes (count or dtype differ between the ranks)");
 }
 
 Status UcxTransport::CheckPeersAndTraffic() const {

@@ -105,7 +105,7 @@ class UcxTransport final : public Transport {
   UcpWorker worker_;
   std::vector<Peer> peers_;  // sized once; callbacks hold pointers into it
   bool closed_ = false;
-  std::chrono::microseconds spin_before_yield_{200};
+  std::chrono::microseconds spin_before_yield_{20};  // from UcxContextOptions
   std::vector<std::unique_ptr<Request>> operation_requests_;
 };
 

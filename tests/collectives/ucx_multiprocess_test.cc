@@ -85,7 +85,7 @@ TEST(UcxMultiProcessTest, FourRanksHierarchicalTwoNodesOfTwo) {
 }
 
 void KillOneRankMidCollective(int world, int victim, const std::vector<std::string>& extra) {
-  const int timeout_ms = 2000;
+  const int timeout_ms = 3000;
   const std::string dir = MakeTempDir();
   ASSERT_FALSE(dir.empty());
   std::vector<std::string> args = {"--mode=loop", "--status_dir=" + dir,
