@@ -238,10 +238,11 @@ int main(int argc, char** argv) {
     if (st.step() != shown_step && st.step() > 0 && now - last_progress > std::chrono::seconds(2)) {
       shown_step = st.step();
       last_progress = now;
+      // Every member reports the global batch's loss and throughput: average them.
       double loss = 0, sps = 0;
       for (const auto& m : st.members()) {
         loss += m.metrics().loss() / std::max(1, st.members_size());
-        sps += m.metrics().samples_per_second();
+        sps += m.metrics().samples_per_second() / std::max(1, st.members_size());
       }
       std::string eta = "?";
       if (st.total_steps() > 0 && sps > 0)

@@ -73,8 +73,10 @@ KdStep::~KdStep() = default;
 StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
                                                  std::unique_ptr<Model> student, ShardComm* comm,
                                                  ShardPlan plan, KdStepOptions options) {
-  if (!teacher || !student || !comm)
-    return InvalidArgumentError("KdStep needs a teacher, a student and a ShardComm");
+  if (!student || !comm) return InvalidArgumentError("KdStep needs a student and a ShardComm");
+  if (!teacher && options.loss.alpha != 0.0)
+    return InvalidArgumentError("KdStep without a teacher (supervised training) needs alpha = 0");
+  if (!teacher) options.cache = nullptr;
   RETORT_RETURN_IF_ERROR(ValidateKdLossOptions(options.loss));
   RETORT_RETURN_IF_ERROR(ValidateAdamWOptions(options.optimizer));
   if (options.comm_timeout_ms <= 0)
@@ -87,8 +89,10 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   step->student_ = std::move(student);
   step->comm_ = comm;
   step->options_ = options;
-  step->teacher_->SetTraining(false);
-  for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
+  if (step->teacher_) {
+    step->teacher_->SetTraining(false);
+    for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
+  }
   step->student_->SetTraining(true);
   RETORT_ASSIGN_OR_RETURN(step->flat_, FlatParameters::Create(*step->student_));
   RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
@@ -139,12 +143,17 @@ KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Ten
   auto t0 = Clock::now();
   if (cached_logits.defined()) {
     out.teacher_logits = cached_logits.narrow(0, begin, end - begin);
-  } else {
+  } else if (teacher_) {
     out.teacher_logits = TeacherForward(part_images);
     out.teacher = SecondsSince(t0);
   }
   t0 = Clock::now();
   auto student_logits = student_->Forward(part_images);
+  if (!out.teacher_logits.defined()) {
+    // Supervised training (no teacher): with alpha = 0 the KD loss is the cross-entropy; the
+    // student's own detached logits stand in for the unused teacher term.
+    out.teacher_logits = student_logits.detach();
+  }
   TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
               out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
               " differ in shape");

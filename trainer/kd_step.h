@@ -59,6 +59,7 @@ struct StepResult {
 
 class KdStep {
  public:
+  // `teacher` may be null for plain supervised training (then options.loss.alpha must be 0).
   // The student's parameters move into a flat buffer (see flat_parameters.h); `plan` must
   // tile that buffer (use FlatParameterCount(*student) to build one before calling).
   static StatusOr<std::unique_ptr<KdStep>> Create(std::unique_ptr<Model> teacher,
@@ -76,6 +77,8 @@ class KdStep {
   // All-gathers every rank's parameter range (after importing optimizer state on a new plan).
   Status AllGatherParameters(Deadline deadline);
 
+  bool has_teacher() const { return teacher_ != nullptr; }
+  // Precondition: has_teacher().
   Model& teacher() { return *teacher_; }
   Model& student() { return *student_; }
   FlatParameters& flat() { return *flat_; }
