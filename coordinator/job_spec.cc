@@ -100,7 +100,8 @@ Status YamlToJson(const YAML::Node& node, std::ostringstream& out, const std::st
 }
 
 const std::set<std::string>& KnownPresets() {
-  static const std::set<std::string> presets = {"fm-teacher", "fm-student", "vit-b16", "vit-s16",
+  static const std::set<std::string> presets = {"fm-teacher",    "fm-student", "fm-teacher-p7",
+                                                "fm-student-p7", "vit-b16",    "vit-s16",
                                                 "vit-ti16"};
   return presets;
 }
