@@ -379,7 +379,7 @@ Status TrainingSession::Finish(const Assignment& a) {
   const int64_t begin = n * rank / world, end = n * (rank + 1) / world;
   const auto shape = test_set_->shape();
   std::vector<trainer::Batch> batches;
-  for (int64_t i = begin; i < end; i += 500) {
+  for (int64_t i = begin; job_.evaluate() && i < end; i += 500) {
     int64_t count = std::min<int64_t>(500, end - i);
     trainer::Batch b;
     b.images = torch::empty({count, shape.channels, shape.height, shape.width});
@@ -393,13 +393,14 @@ Status TrainingSession::Finish(const Assignment& a) {
     batches.push_back(std::move(b));
   }
   auto t0 = Clock::now();
-  float counts[3] = {0, 0, static_cast<float>(end - begin)};
+  float counts[3] = {0, 0, job_.evaluate() ? static_cast<float>(end - begin) : 0.f};
   counts[0] = static_cast<float>(trainer::EvaluateTop1(kd_step_->student(), batches).correct);
   if (HasTeacher(job_)) counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
   RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllReduce({counts, 3, collectives::DataType::kFloat32},
                                                    collectives::ReduceOp::kSum),
                                   options_.comm_timeout_ms));
-  double student_top1 = counts[0] / counts[2], teacher_top1 = counts[1] / counts[2];
+  const double evaluated = std::max(1.0f, counts[2]);
+  double student_top1 = counts[0] / evaluated, teacher_top1 = counts[1] / evaluated;
   done_ = true;
   if (a.rank != 0) return Status::Ok();
   std::string weights = output_dir_ + "/student.safetensors";
