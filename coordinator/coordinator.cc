@@ -246,6 +246,7 @@ void Coordinator::FormGenerationLocked() {
     v1::Member member;
     member.set_member_id(id);
     *member.mutable_identity() = m.identity;
+    member.mutable_identity()->clear_incarnation();  // private to the coordinator; keeps streams small
     members.push_back(std::move(member));
   }
   std::vector<v1::NodeGroup> nodes;
