@@ -113,8 +113,9 @@ struct VitImpl : nn::Module {
   torch::Tensor forward(const torch::Tensor& images) {
     auto x = patch_embed(images);
     x = torch::cat({cls_token.expand({x.size(0), 1, x.size(2)}), x}, 1) + pos_embed;
-    // Frozen forward (eval mode, no autograd) takes the fused kernel; training the plain path.
-    const bool fused = !is_training() && !torch::GradMode::is_enabled();
+    // Frozen forward on CPU (eval mode, no autograd) takes the fused kernel; training, and CUDA
+    // (where bf16 autocast covers the plain path's GEMMs but not the fused op), the plain path.
+    const bool fused = x.is_cpu() && !is_training() && !torch::GradMode::is_enabled();
     for (const auto& block : *blocks) {
       auto* b = block->as<BlockImpl>();
       x = fused ? b->forward_fused(x) : b->forward(x);
