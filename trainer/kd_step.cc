@@ -201,6 +201,8 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     } catch (const c10::Error& e) {
       return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
                                   e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return InternalError("step " + std::to_string(batch.step) + ": " + e.what());
     }
     for (const PartResult& r : results) weighted_loss += r.loss;
     timing.teacher_forward = results[0].teacher;
