@@ -259,6 +259,20 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   return result;
 }
 
+Status KdStep::Reconfigure(ShardComm* comm, ShardPlan plan) {
+  if (!comm) return InvalidArgumentError("KdStep::Reconfigure needs a ShardComm");
+  RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, flat_->numel(), comm->world_size()));
+  // Destroying the old reducer first disarms its hooks.
+  reducer_.reset();
+  RETORT_ASSIGN_OR_RETURN(reducer_,
+                          GradReducer::Create(flat_.get(), comm, plan, options_.bucket_elements));
+  optimizer_ = std::make_unique<ShardedAdamW>(options_.optimizer, flat_->params(),
+                                              plan.ranges[comm->rank()]);
+  comm_ = comm;
+  plan_ = std::move(plan);
+  return Status::Ok();
+}
+
 Status KdStep::AllGatherParameters(Deadline deadline) {
   std::vector<int64_t> counts;
   for (const ShardRange& r : plan_.ranges) counts.push_back(r.count);

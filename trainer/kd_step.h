@@ -76,6 +76,12 @@ class KdStep {
   // All-gathers every rank's parameter range (after importing optimizer state on a new plan).
   Status AllGatherParameters(Deadline deadline);
 
+  // Switches to a new generation: a new communicator (borrowed, must outlive this) and plan
+  // over the same flat buffer. The optimizer is rebuilt for the new range with empty state:
+  // before calling, Export() the pieces other ranks need from optimizer(); after calling,
+  // Import() the pieces covering the new range, then AllGatherParameters() on every rank.
+  Status Reconfigure(ShardComm* comm, ShardPlan plan);
+
   Model& teacher() { return *teacher_; }
   Model& student() { return *student_; }
   FlatParameters& flat() { return *flat_; }
