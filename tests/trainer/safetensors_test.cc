@@ -87,6 +87,10 @@ TEST(SafetensorsTest, ExportedStudentLoadsIntoPyTorchAndGivesTheSameLogits) {
   }
   EXPECT_TRUE(torch::allclose((*out)[0].second, ours, 1e-5, 1e-5)) << (*out)[0].second << "\n"
                                                                    << ours;
+  // The training path (autograd on, plain attention) computes the same function.
+  model->SetTraining(true);
+  auto trained_path = model->Forward(images).detach();
+  EXPECT_TRUE(torch::allclose((*out)[0].second, trained_path, 1e-5, 1e-5));
   // And the file loads back into a fresh model.
   auto fresh = test::MustMake(MakeVit(config, 1));
   ASSERT_TRUE(LoadModelSafetensors(*fresh, dir + "/student.safetensors").ok());
