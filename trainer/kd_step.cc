@@ -210,6 +210,8 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     } catch (const c10::Error& e) {
       return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
                                   e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return InternalError("step " + std::to_string(batch.step) + ": " + e.what());
     }
     for (const PartResult& r : results) weighted_loss += r.loss;
     timing.teacher_forward = results[0].teacher;
@@ -264,6 +266,20 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   result.step = optimizer_->step();
   timing.total = data_wait_seconds + SecondsSince(step_start);
   return result;
+}
+
+Status KdStep::Reconfigure(ShardComm* comm, ShardPlan plan) {
+  if (!comm) return InvalidArgumentError("KdStep::Reconfigure needs a ShardComm");
+  RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, flat_->numel(), comm->world_size()));
+  // Destroying the old reducer first disarms its hooks.
+  reducer_.reset();
+  RETORT_ASSIGN_OR_RETURN(reducer_,
+                          GradReducer::Create(flat_.get(), comm, plan, options_.bucket_elements));
+  optimizer_ = std::make_unique<ShardedAdamW>(options_.optimizer, flat_->params(),
+                                              plan.ranges[comm->rank()]);
+  comm_ = comm;
+  plan_ = std::move(plan);
+  return Status::Ok();
 }
 
 Status KdStep::AllGatherParameters(Deadline deadline) {

@@ -77,6 +77,12 @@ class KdStep {
   // All-gathers every rank's parameter range (after importing optimizer state on a new plan).
   Status AllGatherParameters(Deadline deadline);
 
+  // Switches to a new generation: a new communicator (borrowed, must outlive this) and plan
+  // over the same flat buffer. The optimizer is rebuilt for the new range with empty state:
+  // before calling, Export() the pieces other ranks need from optimizer(); after calling,
+  // Import() the pieces covering the new range, then AllGatherParameters() on every rank.
+  Status Reconfigure(ShardComm* comm, ShardPlan plan);
+
   bool has_teacher() const { return teacher_ != nullptr; }
   // Precondition: has_teacher().
   Model& teacher() { return *teacher_; }

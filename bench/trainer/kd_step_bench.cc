@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
       warmup = std::stoll(next());
     else if (a == "--steps")
       steps = std::stoll(next());
+    else if (a == "--local_parallelism")
+      parts = std::stoll(next());
     else if (a == "--profile_lines")
       profile_lines = true;
     else {

@@ -45,6 +45,21 @@ TEST(SafetensorsTest, RoundTripInCxxAndPreciseErrors) {
   test::RemoveDir(dir);
 }
 
+TEST(SafetensorsTest, PresetSpecLoadsWeights) {
+  const std::string dir = test::MakeTempDir();
+  auto source = test::MustMake(MakeVitPreset("fm-student", 3));
+  ASSERT_TRUE(ExportModelSafetensors(*source, dir + "/w.safetensors").ok());
+  auto loaded = MakeModel("vit:fm-student@" + dir + "/w.safetensors", 99);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto a = source->NamedParameters(), b = (*loaded)->NamedParameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second));
+  auto missing = MakeModel("vit:fm-student@" + dir + "/none.safetensors", 0);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("none.safetensors"), std::string::npos)
+      << missing.status();
+  test::RemoveDir(dir);
+}
+
 TEST(SafetensorsTest, ExportedStudentLoadsIntoPyTorchAndGivesTheSameLogits) {
   if (!test::PythonTorchAvailable()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
   const std::string dir = test::MakeTempDir();
@@ -72,10 +87,17 @@ TEST(SafetensorsTest, ExportedStudentLoadsIntoPyTorchAndGivesTheSameLogits) {
   }
   EXPECT_TRUE(torch::allclose((*out)[0].second, ours, 1e-5, 1e-5)) << (*out)[0].second << "\n"
                                                                    << ours;
+  // The training path (autograd on, plain attention) computes the same function.
+  model->SetTraining(true);
+  auto trained_path = model->Forward(images).detach();
+  EXPECT_TRUE(torch::allclose((*out)[0].second, trained_path, 1e-5, 1e-5));
   // And the file loads back into a fresh model.
   auto fresh = test::MustMake(MakeVit(config, 1));
   ASSERT_TRUE(LoadModelSafetensors(*fresh, dir + "/student.safetensors").ok());
   EXPECT_TRUE(torch::equal(fresh->NamedParameters()[2].second, model->NamedParameters()[2].second));
+  // A preset spec with weights: the fm-student preset does not fit these tiny weights.
+  auto wrong = MakeModel("vit:fm-student@" + dir + "/student.safetensors", 0);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument) << wrong.status();
   auto other = test::MustMake(MakeVit(test::TinyVit(24, 2), 1));
   EXPECT_EQ(LoadModelSafetensors(*other, dir + "/student.safetensors").code(),
             StatusCode::kInvalidArgument);

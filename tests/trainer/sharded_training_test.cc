@@ -182,6 +182,57 @@ TEST_F(WorldSizeInvarianceTest, OptimizerStateMovesToANewPlan) {
   EXPECT_LT(test::RelativeDiff(three.Params(1), two.Params(0)), 1e-5);
 }
 
+TEST_F(WorldSizeInvarianceTest, ReconfigureGrowsTheGroupWithoutLosingState) {
+  Cluster reference(2, [](int64_t n) { return EvenPlan(2, n); });
+  reference.Run({6, 6}, 0, 8);
+  Cluster cluster(2, [](int64_t n) { return EvenPlan(2, n); });
+  cluster.Run({6, 6}, 0, 4);
+  // Generation 2: three ranks; ranks 0 and 1 keep their KdStep, rank 2 joins with other weights.
+  const int64_t numel = cluster.steps[0]->flat().numel();
+  const ShardPlan plan = ShardPlan{{{0, 500}, {500, numel - 900}, {numel - 400, 400}}};
+  std::vector<OptimizerShardState> pieces;
+  for (auto& step : cluster.steps) {
+    const ShardRange have = step->optimizer().range();
+    for (const ShardRange& want : plan.ranges) {
+      const int64_t begin = std::max(want.offset, have.offset);
+      const int64_t end = std::min(want.end(), have.end());
+      if (end <= begin) continue;
+      auto piece = step->optimizer().Export({begin, end - begin});
+      ASSERT_TRUE(piece.ok()) << piece.status();
+      pieces.push_back(std::move(*piece));
+    }
+  }
+  Cluster joiner(
+      1, [&](int64_t n) { return MakeEvenShardPlan(n, 1); }, /*student_seed=*/55);
+  auto group = std::make_shared<ThreadShardGroup>(3);
+  std::vector<std::unique_ptr<ThreadShardComm>> comms;
+  std::vector<KdStep*> steps = {cluster.steps[0].get(), cluster.steps[1].get(),
+                                joiner.steps[0].get()};
+  for (int r = 0; r < 3; ++r) {
+    comms.push_back(std::make_unique<ThreadShardComm>(group, r));
+    ASSERT_TRUE(steps[r]->Reconfigure(comms[r].get(), plan).ok());
+    EXPECT_EQ(steps[r]->optimizer().step(), 0);
+    for (const auto& piece : pieces) {
+      const ShardRange mine = plan.ranges[r];
+      if (piece.range.offset >= mine.offset && piece.range.end() <= mine.end())
+        ASSERT_TRUE(steps[r]->optimizer().Import(piece).ok());
+    }
+    EXPECT_EQ(steps[r]->optimizer().step(), 4);
+  }
+  EXPECT_EQ(steps[0]->Reconfigure(comms[0].get(), ShardPlan{{{0, 1}}}).code(),
+            StatusCode::kInvalidArgument);
+  RunRanks(3, [&](int r) {
+    ASSERT_TRUE(steps[r]->AllGatherParameters(Deadline::AfterMs(10000)).ok());
+    for (int s = 4; s < 8; ++s) {
+      Batch global = SyntheticBatch(kGlobalBatch, 1, 8, 10, 1000 + s, s * kGlobalBatch);
+      auto result = steps[r]->Step(test::Slice(global, {4, 4, 4}, r));
+      ASSERT_TRUE(result.ok()) << result.status();
+    }
+  });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_LT(test::RelativeDiff(steps[r]->flat().params(), reference.Params(0)), 1e-5) << r;
+}
+
 TEST_F(WorldSizeInvarianceTest, ConcurrentPartsOfASliceMatchOnePass) {
   Cluster one_pass(2, [](int64_t n) { return EvenPlan(2, n); });
   one_pass.Run({7, 5}, 0, 10);

@@ -6,13 +6,23 @@
 #include <map>
 
 #include "trainer/models/vit.h"
+#include "trainer/safetensors.h"
 
 namespace retort::trainer {
 
 StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, uint64_t seed) {
   const std::string kVit = "vit:", kScript = "torchscript:";
   if (spec.rfind(kScript, 0) == 0) return LoadTorchScriptModel(spec.substr(kScript.size()));
-  if (spec.rfind(kVit, 0) == 0) return MakeVitPreset(spec.substr(kVit.size()), seed);
+  if (spec.rfind(kVit, 0) == 0) {
+    std::string preset = spec.substr(kVit.size());
+    const size_t at = preset.find('@');
+    if (at == std::string::npos) return MakeVitPreset(preset, seed);
+    const std::string weights = preset.substr(at + 1);
+    RETORT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                            MakeVitPreset(preset.substr(0, at), seed));
+    RETORT_RETURN_IF_ERROR(LoadModelSafetensors(*model, weights));
+    return model;
+  }
   if (spec.find(':') != std::string::npos)
     return InvalidArgumentError("model spec '" + spec +
                                 "': expected 'vit:<preset>' or 'torchscript:<path>'");

@@ -33,7 +33,9 @@ class Model {
 };
 
 // Builds a model from a spec: "vit:<preset>" (see vit.h for presets; a bare preset name is
-// accepted too) or "torchscript:<path>". Built-in models are initialised from `seed`.
+// accepted too) or "torchscript:<path>". Built-in models are initialised from `seed`, or
+// loaded from a safetensors file with "vit:<preset>@<weights.safetensors>" (e.g. a pretrained
+// teacher exported by ExportModelSafetensors or from PyTorch/timm with the same names).
 StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, uint64_t seed);
 
 // Loads a TorchScript module (torch.jit.trace/script output). Its parameters are trainable.
