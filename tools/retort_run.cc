@@ -33,7 +33,7 @@ student: {preset: fm-teacher-p7}
 dataset: {kind: fashion-mnist, augment: false}
 global_batch: 128
 steps: 1200
-optimizer: {lr: 0.003, weight_decay: 0.05, warmup_steps: 60, min_lr: 0.00005, clip_grad_norm: 1.0}
+optimizer: {lr: 0.001, weight_decay: 0.05, warmup_steps: 60, min_lr: 0.00001, clip_grad_norm: 1.0}
 threads_per_worker: 1
 elastic: {min_workers: 1, max_workers: 8}
 evaluate: true
@@ -45,7 +45,7 @@ student: {preset: fm-student-p7}
 dataset: {kind: fashion-mnist, augment: false}
 global_batch: 128
 steps: 1200
-optimizer: {lr: 0.003, weight_decay: 0.05, warmup_steps: 60, min_lr: 0.00005, clip_grad_norm: 1.0}
+optimizer: {lr: 0.001, weight_decay: 0.05, warmup_steps: 60, min_lr: 0.00001, clip_grad_norm: 1.0}
 distillation: {temperature: 4.0, alpha: 0.7}
 threads_per_worker: 1
 elastic: {min_workers: 1, max_workers: 8}
