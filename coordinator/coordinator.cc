@@ -246,7 +246,8 @@ void Coordinator::FormGenerationLocked() {
     v1::Member member;
     member.set_member_id(id);
     *member.mutable_identity() = m.identity;
-    member.mutable_identity()->clear_incarnation();  // private to the coordinator; keeps streams small
+    member.mutable_identity()
+        ->clear_incarnation();  // private to the coordinator; keeps streams small
     members.push_back(std::move(member));
   }
   std::vector<v1::NodeGroup> nodes;
@@ -377,10 +378,11 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
   if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
-  if (req.parameter_count() > 0 && state_.parameter_count() > 0 && req.parameter_count() != state_.parameter_count())
-    return FailedPreconditionError("parameter_count " + std::to_string(req.parameter_count()) +
-                                   " does not match the job's " + std::to_string(state_.parameter_count()) +
-                                   " (different student model?)");
+  if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
+      req.parameter_count() != state_.parameter_count())
+    return FailedPreconditionError(
+        "parameter_count " + std::to_string(req.parameter_count()) + " does not match the job's " +
+        std::to_string(state_.parameter_count()) + " (different student model?)");
   if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
     state_.set_parameter_count(req.parameter_count());
     Status st = PersistLocked();

@@ -142,7 +142,8 @@ void ApplyJobSpecDefaults(v1::JobSpec* s) {
   if (o->eps() == 0) o->set_eps(1e-8);
   auto* kd = s->mutable_distillation();
   if (kd->temperature() == 0) kd->set_temperature(4.0);
-  const bool has_teacher = !s->teacher().preset().empty() || !s->teacher().torchscript_path().empty();
+  const bool has_teacher =
+      !s->teacher().preset().empty() || !s->teacher().torchscript_path().empty();
   if (!kd->has_alpha()) kd->set_alpha(has_teacher ? 0.5 : 0.0);
   auto* e = s->mutable_elastic();
   if (e->min_workers() == 0) e->set_min_workers(1);
@@ -158,7 +159,8 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   if (has_teacher || !s.teacher().weights_path().empty())
     RETORT_RETURN_IF_ERROR(ValidateModel(s.teacher(), "teacher"));
   if (!has_teacher && s.distillation().alpha() != 0)
-    return InvalidArgumentError("distillation.alpha: must be 0 without a teacher (supervised training)");
+    return InvalidArgumentError(
+        "distillation.alpha: must be 0 without a teacher (supervised training)");
   RETORT_RETURN_IF_ERROR(ValidateModel(s.student(), "student"));
   static const std::set<std::string> kinds = {"fashion-mnist", "image-folder", "synthetic"};
   RETORT_RETURN_IF_ERROR(

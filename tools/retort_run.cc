@@ -10,14 +10,14 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include "common/args.h"
 #include "common/file_util.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_spec.h"
 #include "retort/v1/retort.grpc.pb.h"
 #include "tools/process_group.h"
-#include <nlohmann/json.hpp>
-#include <optional>
 #include "tools/signals.h"
 
 using namespace retort;
@@ -120,10 +120,12 @@ int RunJob(const RunOptions& o, const std::string& job_text, const v1::JobSpec& 
   for (int i = 0; i < workers; ++i) {
     int node = workers_per_node > 0 ? i / workers_per_node : 0;
     int local = workers_per_node > 0 ? i % workers_per_node : i;
-    std::vector<std::string> argv = {bin_dir + "/retort-worker", "--coordinator=" + address,
+    std::vector<std::string> argv = {bin_dir + "/retort-worker",
+                                     "--coordinator=" + address,
                                      "--node=local" + std::to_string(node),
                                      "--local-rank=" + std::to_string(local),
-                                     "--log-level=" + log_level, "--output-dir=" + output_dir};
+                                     "--log-level=" + log_level,
+                                     "--output-dir=" + output_dir};
     if (!train) argv.push_back("--no-train");
     if (threads > 0) argv.push_back("--threads=" + std::to_string(threads));
     group.Spawn("worker " + std::to_string(i), argv);
@@ -267,7 +269,8 @@ int RunDefaultPipeline(const RunOptions& o, const std::string& output_dir,
   if (int rc = RunJob(o, kTeacherJob, *teacher_job, teacher_dir, interrupts); rc != 0) return rc;
   auto teacher = ReadResult(teacher_dir);
   if (!teacher) {
-    std::fprintf(stderr, "retort-run: the teacher job wrote no %s/result.json\n", teacher_dir.c_str());
+    std::fprintf(stderr, "retort-run: the teacher job wrote no %s/result.json\n",
+                 teacher_dir.c_str());
     return 1;
   }
   std::string kd_text = kStudentJob;
@@ -285,12 +288,14 @@ int RunDefaultPipeline(const RunOptions& o, const std::string& output_dir,
   if (int rc = RunJob(o, kd_text, *kd_job, student_dir, interrupts); rc != 0) return rc;
   auto student = ReadResult(student_dir);
   if (!student) {
-    std::fprintf(stderr, "retort-run: the distillation job wrote no %s/result.json\n", student_dir.c_str());
+    std::fprintf(stderr, "retort-run: the distillation job wrote no %s/result.json\n",
+                 student_dir.c_str());
     return 1;
   }
   const double teacher_top1 = teacher->value("student_top1", 0.0);
   const double student_top1 = student->value("student_top1", 0.0);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const bool accurate = student_top1 >= 0.85, close = teacher_top1 - student_top1 <= 0.03;
   std::printf(
       "\nretort-run: Fashion-MNIST distillation finished in %s\n"
@@ -304,11 +309,11 @@ int RunDefaultPipeline(const RunOptions& o, const std::string& output_dir,
       FormatDuration(took).c_str(), teacher->value("student", std::string()).c_str(), teacher_top1,
       static_cast<long long>(student->value("test_samples", 0)),
       student->value("student", std::string()).c_str(), student_top1,
-      100.0 * (student_top1 - teacher_top1), accurate ? "met" : "NOT met", close ? "met" : "NOT met",
-      teacher->value("student_weights", std::string()).c_str(),
+      100.0 * (student_top1 - teacher_top1), accurate ? "met" : "NOT met",
+      close ? "met" : "NOT met", teacher->value("student_weights", std::string()).c_str(),
       student->value("student_weights", std::string()).c_str(),
-      teacher->value("metrics", std::string()).c_str(), student->value("metrics", std::string()).c_str(),
-      teacher_dir.c_str(), student_dir.c_str());
+      teacher->value("metrics", std::string()).c_str(),
+      student->value("metrics", std::string()).c_str(), teacher_dir.c_str(), student_dir.c_str());
   return 0;
 }
 
@@ -318,11 +323,12 @@ int main(int argc, char** argv) {
   int workers = 2, workers_per_node = 0, threads = 0;
   int64_t timeout_s = 0;
   bool stop_when_formed = false, print_job = false, train = true;
-  ArgParser args("retort-run [--job=SPEC.yaml] [--workers=N] [flags]",
-                 "Runs a retort job on this machine: one coordinator and N workers on 127.0.0.1.\n"
-                 "Without --job it runs the embedded default: train a ViT teacher on Fashion-MNIST, then\n"
-                 "distil a smaller ViT student from it, and report both top-1 accuracies (--print-job).\n"
-                 "Ctrl-C stops the job gracefully (twice: terminate, three times: kill).");
+  ArgParser args(
+      "retort-run [--job=SPEC.yaml] [--workers=N] [flags]",
+      "Runs a retort job on this machine: one coordinator and N workers on 127.0.0.1.\n"
+      "Without --job it runs the embedded default: train a ViT teacher on Fashion-MNIST, then\n"
+      "distil a smaller ViT student from it, and report both top-1 accuracies (--print-job).\n"
+      "Ctrl-C stops the job gracefully (twice: terminate, three times: kill).");
   args.AddString("job", &job_path,
                  "job spec (YAML or JSON); default: the embedded Fashion-MNIST job");
   args.AddInt("workers", &workers, "number of worker processes");
@@ -363,13 +369,14 @@ int main(int argc, char** argv) {
   }
   if (print_job) {
     if (job_path.empty())
-      std::printf("# step 1: the teacher\n%s---\n# step 2: the distillation\n%s", kTeacherJob, kStudentJob);
+      std::printf("# step 1: the teacher\n%s---\n# step 2: the distillation\n%s", kTeacherJob,
+                  kStudentJob);
     else
       std::printf("%s", job_text.c_str());
     return 0;
   }
-  RunOptions o{bin_dir,  log_level,        workers, workers_per_node,
-               threads,  timeout_s,        stop_when_formed, train};
+  RunOptions o{bin_dir, log_level, workers,          workers_per_node,
+               threads, timeout_s, stop_when_formed, train};
   std::atomic<int> interrupts{0};
   tools::WatchTerminationSignals([&](int) { interrupts++; });
   if (!job_path.empty()) return RunJob(o, job_text, *job, output_dir, interrupts);

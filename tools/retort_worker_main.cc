@@ -89,9 +89,12 @@ int main(int argc, char** argv) {
   args.AddInt("rpc-timeout-ms", &rpc_timeout_ms, "deadline of every coordinator RPC");
   args.AddInt("join-timeout-ms", &join_timeout_ms,
               "give up when joining takes longer (0 = keep trying)");
-  args.AddBool("train", &train, "train the job (--no-train: control plane only, for tests and load generators)");
-  args.AddString("output-dir", &output_dir, "where outputs go when the job spec names no output_dir");
-  args.AddInt("comm-timeout-ms", &comm_timeout_ms, "deadline of every collective and of communicator bootstrap");
+  args.AddBool("train", &train,
+               "train the job (--no-train: control plane only, for tests and load generators)");
+  args.AddString("output-dir", &output_dir,
+                 "where outputs go when the job spec names no output_dir");
+  args.AddInt("comm-timeout-ms", &comm_timeout_ms,
+              "deadline of every collective and of communicator bootstrap");
   args.AddString("log-level", &log_level, "debug, info, warning or error");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -154,7 +157,9 @@ int main(int argc, char** argv) {
   }
 #else
   if (train) {
-    std::fprintf(stderr, "retort-worker: this build has no trainer (LibTorch or UCX missing); use --no-train\n");
+    std::fprintf(
+        stderr,
+        "retort-worker: this build has no trainer (LibTorch or UCX missing); use --no-train\n");
     return 2;
   }
 #endif

@@ -14,8 +14,11 @@ Status CoordinatorStore::Set(const std::string& key, const std::string& value, D
   auto delay = std::chrono::milliseconds(2);
   while (true) {
     Status s = client_->KvPut(r);
-    if (s.ok() || (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded)) return s;
-    if (deadline.Remaining() < delay) return DeadlineExceededError("store set '" + key + "': " + s.message());
+    if (s.ok() ||
+        (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded))
+      return s;
+    if (deadline.Remaining() < delay)
+      return DeadlineExceededError("store set '" + key + "': " + s.message());
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(50));
   }
@@ -34,7 +37,8 @@ StatusOr<std::string> CoordinatorStore::Get(const std::string& key, Deadline dea
         resp.status().code() != StatusCode::kDeadlineExceeded)
       return resp.status();
     if (deadline.Remaining() < delay)
-      return DeadlineExceededError("store key '" + key + "' of generation " + std::to_string(generation_) +
+      return DeadlineExceededError("store key '" + key + "' of generation " +
+                                   std::to_string(generation_) +
                                    " did not appear before the deadline");
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(50));

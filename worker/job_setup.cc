@@ -25,7 +25,8 @@ StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& spec, 
   return model;
 }
 
-StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job, bool train) {
+StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,
+                                                                    bool train) {
   const auto& d = job.dataset();
   if (d.kind() == "fashion-mnist") {
     trainer::data::FashionMnistOptions o;

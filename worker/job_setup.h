@@ -22,7 +22,8 @@ std::string ModelSpecString(const v1::ModelSpec& model);
 // Builds the model and loads weights_path when set. Built-ins are initialised from `seed`.
 StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& model, uint64_t seed);
 // Opens the train (augmented as the spec says) or test split of the job's dataset.
-StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job, bool train);
+StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,
+                                                                    bool train);
 trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train);
 trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_steps);
 // Optimizer steps the job runs: `steps`, or epochs x steps per epoch.

@@ -24,20 +24,20 @@ size_t Sum(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
-std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::ReduceScatterV(const float* in, float* out,
-                                                                           std::vector<int64_t> counts) {
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::ReduceScatterV(
+    const float* in, float* out, std::vector<int64_t> counts) {
   const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
-  return std::make_unique<WorkHandle>(comm_->ReduceScatterV({in, Sum(counts), collectives::DataType::kFloat32},
-                                                            {out, mine, collectives::DataType::kFloat32},
-                                                            ToSizes(counts), collectives::ReduceOp::kSum));
+  return std::make_unique<WorkHandle>(comm_->ReduceScatterV(
+      {in, Sum(counts), collectives::DataType::kFloat32},
+      {out, mine, collectives::DataType::kFloat32}, ToSizes(counts), collectives::ReduceOp::kSum));
 }
 
-std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllGatherV(const float* in, float* out,
-                                                                       std::vector<int64_t> counts) {
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllGatherV(
+    const float* in, float* out, std::vector<int64_t> counts) {
   const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
-  return std::make_unique<WorkHandle>(comm_->AllGatherV({in, mine, collectives::DataType::kFloat32},
-                                                        {out, Sum(counts), collectives::DataType::kFloat32},
-                                                        ToSizes(counts)));
+  return std::make_unique<WorkHandle>(
+      comm_->AllGatherV({in, mine, collectives::DataType::kFloat32},
+                        {out, Sum(counts), collectives::DataType::kFloat32}, ToSizes(counts)));
 }
 
 std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllReduce(float* data, int64_t count) {

@@ -13,8 +13,10 @@ class CommunicatorShardComm final : public trainer::ShardComm {
   explicit CommunicatorShardComm(collectives::Communicator* comm) : comm_(comm) {}
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }
-  std::unique_ptr<trainer::CommHandle> ReduceScatterV(const float* in, float* out, std::vector<int64_t> counts) override;
-  std::unique_ptr<trainer::CommHandle> AllGatherV(const float* in, float* out, std::vector<int64_t> counts) override;
+  std::unique_ptr<trainer::CommHandle> ReduceScatterV(const float* in, float* out,
+                                                      std::vector<int64_t> counts) override;
+  std::unique_ptr<trainer::CommHandle> AllGatherV(const float* in, float* out,
+                                                  std::vector<int64_t> counts) override;
   std::unique_ptr<trainer::CommHandle> AllReduce(float* data, int64_t count) override;
 
  private:

@@ -44,7 +44,9 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
   return layout;
 }
 
-Status WaitWork(const collectives::WorkPtr& w, int64_t timeout_ms) { return w->Wait(Deadline::AfterMs(timeout_ms)); }
+Status WaitWork(const collectives::WorkPtr& w, int64_t timeout_ms) {
+  return w->Wait(Deadline::AfterMs(timeout_ms));
+}
 
 }  // namespace
 
@@ -77,7 +79,8 @@ StatusOr<int64_t> TrainingSession::OnJoined(const v1::JoinResponse& response) {
   return parameter_count_;
 }
 
-void TrainingSession::OnGeneration(const v1::Generation& generation, const std::string& member_id, int rank) {
+void TrainingSession::OnGeneration(const v1::Generation& generation, const std::string& member_id,
+                                   int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   latest_ = Assignment{generation, member_id, rank};
   cv_.notify_all();
@@ -108,14 +111,16 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   parameter_count_ = trainer::FlatParameterCount(*student_);
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
-  RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
+  RETORT_ASSIGN_OR_RETURN(loader_,
+                          trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
   RETORT_RETURN_IF_ERROR(MakeDirectories(output_dir_));
   LOG_INFO("trainer") << "job '" << job.name() << "': "
-                      << (teacher_ ? teacher_->Describe() + " -> " : std::string("supervised ")) << student_->Describe()
-                      << " (" << parameter_count_ << " parameters), " << train_set_->size() << " training samples, "
-                      << total_steps_ << " steps of " << job.global_batch() << ", " << threads << " thread(s)";
+                      << (teacher_ ? teacher_->Describe() + " -> " : std::string("supervised "))
+                      << student_->Describe() << " (" << parameter_count_ << " parameters), "
+                      << train_set_->size() << " training samples, " << total_steps_ << " steps of "
+                      << job.global_batch() << ", " << threads << " thread(s)";
   return Status::Ok();
 }
 
@@ -131,7 +136,9 @@ void TrainingSession::TrainingThread() {
   kd_step_.reset();
   shard_comm_.reset();
   comm_.reset();
-  if (agent_) agent_->RequestStop(s.ok() ? (done_ ? "completed" : "left") : "training failed: " + s.message());
+  if (agent_)
+    agent_->RequestStop(s.ok() ? (done_ ? "completed" : "left")
+                               : "training failed: " + s.message());
 }
 
 std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(uint64_t after) {
@@ -193,8 +200,8 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
     RETORT_ASSIGN_OR_RETURN(comm_, collectives::ucx::CreateHierarchicalUcxCommunicator(
                                        &store, a.rank, g.members_size(), g.number(), *layout, uo));
   } else {
-    RETORT_ASSIGN_OR_RETURN(auto ucx, collectives::ucx::UcxCommunicator::Create(&store, a.rank, g.members_size(),
-                                                                               g.number(), uo));
+    RETORT_ASSIGN_OR_RETURN(auto ucx, collectives::ucx::UcxCommunicator::Create(
+                                          &store, a.rank, g.members_size(), g.number(), uo));
     comm_ = std::move(ucx);
   }
   shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get());
@@ -207,16 +214,17 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   if (!student_) {
     RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job_.student(), job_.seed() + 1));
   }
-  RETORT_ASSIGN_OR_RETURN(kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_),
-                                                            shard_comm_.get(), plan,
-                                                            MakeKdStepOptions(job_, total_steps_)));
+  RETORT_ASSIGN_OR_RETURN(
+      kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_), shard_comm_.get(),
+                                        plan, MakeKdStepOptions(job_, total_steps_)));
   RETORT_RETURN_IF_ERROR(RestoreState(a));
   RETORT_RETURN_IF_ERROR(loader_->Seek(position_, a.rank, g.members_size()));
   active_generation_ = g.number();
-  LOG_INFO("trainer") << "generation " << g.number() << ": rank " << a.rank << " of " << g.members_size() << " on "
-                      << comm_->name() << " (ready in "
-                      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
-                      << " ms), step " << global_step_ << "/" << total_steps_;
+  LOG_INFO("trainer")
+      << "generation " << g.number() << ": rank " << a.rank << " of " << g.members_size() << " on "
+      << comm_->name() << " (ready in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
+      << " ms), step " << global_step_ << "/" << total_steps_;
   return Status::Ok();
 }
 
@@ -224,14 +232,16 @@ Status TrainingSession::RestoreState(const Assignment& a) {
   // Descriptor per rank, all-gathered as raw bytes: [has state, has moments, optimizer step,
   // global step, epoch, step in epoch].
   constexpr int kFields = 6;
-  int64_t mine[kFields] = {have_state_ ? 1 : 0, saved_exp_avg_.defined() ? 1 : 0, saved_optimizer_step_,
-                           global_step_, position_.epoch, position_.step};
+  int64_t mine[kFields] = {have_state_ ? 1 : 0,   saved_exp_avg_.defined() ? 1 : 0,
+                           saved_optimizer_step_, global_step_,
+                           position_.epoch,       position_.step};
   const int world = comm_->size();
   std::vector<int64_t> all(static_cast<size_t>(kFields) * world);
   const size_t floats = kFields * 2;  // int64 -> 2 x 32-bit slots; AllGather copies bytes only
-  RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllGather({mine, floats, collectives::DataType::kFloat32},
-                                                   {all.data(), floats * world, collectives::DataType::kFloat32}),
-                                  options_.comm_timeout_ms));
+  RETORT_RETURN_IF_ERROR(
+      WaitWork(comm_->AllGather({mine, floats, collectives::DataType::kFloat32},
+                                {all.data(), floats * world, collectives::DataType::kFloat32}),
+               options_.comm_timeout_ms));
   int source = -1, moments_source = -1;
   for (int r = 0; r < world; ++r) {
     const int64_t* d = &all[static_cast<size_t>(r) * kFields];
@@ -239,8 +249,9 @@ Status TrainingSession::RestoreState(const Assignment& a) {
     if (source < 0) source = r;
     if (moments_source < 0 && d[1] == 1) moments_source = r;
     if (d[3] != all[static_cast<size_t>(source) * kFields + 3])
-      return FailedPreconditionError("ranks disagree on the global step (" + std::to_string(d[3]) + " vs " +
-                                     std::to_string(all[static_cast<size_t>(source) * kFields + 3]) + ")");
+      return FailedPreconditionError(
+          "ranks disagree on the global step (" + std::to_string(d[3]) + " vs " +
+          std::to_string(all[static_cast<size_t>(source) * kFields + 3]) + ")");
   }
   have_state_ = false;
   if (source < 0) return Status::Ok();  // a fresh job: every rank built identical models
@@ -250,10 +261,11 @@ Status TrainingSession::RestoreState(const Assignment& a) {
   const int64_t n = kd_step_->flat().numel();
   torch::Tensor params = kd_step_->flat().params();
   if (comm_->rank() == source) params.copy_(saved_params_);
-  RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({params.data_ptr<float>(), static_cast<size_t>(n),
-                                                    collectives::DataType::kFloat32},
-                                                   source),
-                                  options_.comm_timeout_ms));
+  RETORT_RETURN_IF_ERROR(WaitWork(
+      comm_->Broadcast(
+          {params.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+          source),
+      options_.comm_timeout_ms));
   torch::Tensor m = torch::zeros({n}), v = torch::zeros({n});
   if (moments_source >= 0) {
     if (comm_->rank() == moments_source) {
@@ -261,13 +273,15 @@ Status TrainingSession::RestoreState(const Assignment& a) {
       v.copy_(saved_exp_avg_sq_);
     }
     for (torch::Tensor* t : {&m, &v})
-      RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({t->data_ptr<float>(), static_cast<size_t>(n),
-                                                        collectives::DataType::kFloat32},
-                                                       moments_source),
-                                      options_.comm_timeout_ms));
+      RETORT_RETURN_IF_ERROR(WaitWork(
+          comm_->Broadcast(
+              {t->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+              moments_source),
+          options_.comm_timeout_ms));
   } else {
-    LOG_WARN("trainer") << "optimizer moments could not be gathered before this generation (a peer failed); "
-                           "they restart from zero";
+    LOG_WARN("trainer")
+        << "optimizer moments could not be gathered before this generation (a peer failed); "
+           "they restart from zero";
   }
   const auto& range = kd_step_->optimizer().range();
   trainer::OptimizerShardState piece;
@@ -288,14 +302,16 @@ Status TrainingSession::SaveState() {
   const int64_t n = kd_step_->flat().numel();
   const auto& range = kd_step_->optimizer().range();
   torch::Tensor m = torch::empty({n}), v = torch::empty({n});
-  for (auto [local, full] : {std::pair{kd_step_->optimizer().exp_avg(), &m}, {kd_step_->optimizer().exp_avg_sq(), &v}}) {
+  for (auto [local, full] :
+       {std::pair{kd_step_->optimizer().exp_avg(), &m}, {kd_step_->optimizer().exp_avg_sq(), &v}}) {
     torch::Tensor contiguous = local.contiguous();
-    RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllGatherV({contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
-                                                       collectives::DataType::kFloat32},
-                                                      {full->data_ptr<float>(), static_cast<size_t>(n),
-                                                       collectives::DataType::kFloat32},
-                                                      counts),
-                                    options_.comm_timeout_ms));
+    RETORT_RETURN_IF_ERROR(WaitWork(
+        comm_->AllGatherV(
+            {contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
+             collectives::DataType::kFloat32},
+            {full->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+            counts),
+        options_.comm_timeout_ms));
   }
   saved_params_ = kd_step_->flat().params().clone();
   saved_exp_avg_ = m;
@@ -314,16 +330,19 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       leaving_here = leaving_;
-      flags[kNewerGeneration] = latest_ && latest_->generation.number() > active_generation_ ? 1.f : 0.f;
+      flags[kNewerGeneration] =
+          latest_ && latest_->generation.number() > active_generation_ ? 1.f : 0.f;
       flags[kLeaving] = leaving_ ? 1.f : 0.f;
       flags[kPaused] = paused_ ? 1.f : 0.f;
     }
-    RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllReduce({flags, kFlagCount, collectives::DataType::kFloat32},
-                                                     collectives::ReduceOp::kSum),
-                                    options_.comm_timeout_ms));
+    RETORT_RETURN_IF_ERROR(
+        WaitWork(comm_->AllReduce({flags, kFlagCount, collectives::DataType::kFloat32},
+                                  collectives::ReduceOp::kSum),
+                 options_.comm_timeout_ms));
     if (flags[kNewerGeneration] > 0 || flags[kLeaving] > 0) {
       RETORT_RETURN_IF_ERROR(SaveState());
-      LOG_INFO("trainer") << "stopping generation " << active_generation_ << " at step " << global_step_
+      LOG_INFO("trainer") << "stopping generation " << active_generation_ << " at step "
+                          << global_step_
                           << (leaving_here ? " (this member leaves)" : " (membership changes)");
       return Status::Ok();
     }
@@ -332,7 +351,8 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       continue;
     }
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
-    RETORT_ASSIGN_OR_RETURN(trainer::StepResult r, kd_step_->Step(batch, loader_->stats().last_wait_seconds));
+    RETORT_ASSIGN_OR_RETURN(trainer::StepResult r,
+                            kd_step_->Step(batch, loader_->stats().last_wait_seconds));
     position_ = loader_->position();
     ++global_step_;
     double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -348,8 +368,9 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       WriteMetrics(r, sps);
       if (Clock::now() - last_log > std::chrono::seconds(10) || global_step_ == total_steps_) {
         last_log = Clock::now();
-        LOG_INFO("trainer") << "step " << global_step_ << "/" << total_steps_ << " loss " << r.loss << " lr " << r.lr
-                            << " " << static_cast<int>(sps) << " samples/s" << (r.skipped ? " (skipped)" : "");
+        LOG_INFO("trainer") << "step " << global_step_ << "/" << total_steps_ << " loss " << r.loss
+                            << " lr " << r.lr << " " << static_cast<int>(sps) << " samples/s"
+                            << (r.skipped ? " (skipped)" : "");
       }
     }
   }
@@ -387,7 +408,8 @@ Status TrainingSession::Finish(const Assignment& a) {
     const int64_t per = shape.channels * shape.height * shape.width;
     for (int64_t k = 0; k < count; ++k) {
       int64_t label = 0;
-      RETORT_RETURN_IF_ERROR(test_set_->Get(i + k, 0, b.images.data_ptr<float>() + k * per, &label));
+      RETORT_RETURN_IF_ERROR(
+          test_set_->Get(i + k, 0, b.images.data_ptr<float>() + k * per, &label));
       b.labels[k] = label;
     }
     batches.push_back(std::move(b));
@@ -395,10 +417,11 @@ Status TrainingSession::Finish(const Assignment& a) {
   auto t0 = Clock::now();
   float counts[3] = {0, 0, job_.evaluate() ? static_cast<float>(end - begin) : 0.f};
   counts[0] = static_cast<float>(trainer::EvaluateTop1(kd_step_->student(), batches).correct);
-  if (HasTeacher(job_)) counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
-  RETORT_RETURN_IF_ERROR(WaitWork(comm_->AllReduce({counts, 3, collectives::DataType::kFloat32},
-                                                   collectives::ReduceOp::kSum),
-                                  options_.comm_timeout_ms));
+  if (HasTeacher(job_))
+    counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
+  RETORT_RETURN_IF_ERROR(WaitWork(
+      comm_->AllReduce({counts, 3, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum),
+      options_.comm_timeout_ms));
   const double evaluated = std::max(1.0f, counts[2]);
   double student_top1 = counts[0] / evaluated, teacher_top1 = counts[1] / evaluated;
   done_ = true;

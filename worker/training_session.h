@@ -51,7 +51,8 @@ class TrainingSession final : public GenerationHandler {
   void AttachAgent(WorkerAgent* agent) { agent_ = agent; }
 
   StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override;
-  void OnGeneration(const v1::Generation& generation, const std::string& member_id, int rank) override;
+  void OnGeneration(const v1::Generation& generation, const std::string& member_id,
+                    int rank) override;
   void OnDirectives(const v1::Directives& directives) override;
   void OnLeaving(const std::string& reason, Deadline deadline) override;
 

@@ -76,14 +76,17 @@ TEST(JobSpecTest, NoTeacherMeansSupervisedAndAlphaDefaultsFollow) {
   auto supervised = ParseJobSpec("student: {preset: fm-teacher}\nsteps: 10\n", "t.yaml");
   ASSERT_TRUE(supervised.ok()) << supervised.status();
   EXPECT_DOUBLE_EQ(supervised->distillation().alpha(), 0.0);
-  auto kd = ParseJobSpec("teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n", "k.yaml");
+  auto kd =
+      ParseJobSpec("teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n", "k.yaml");
   ASSERT_TRUE(kd.ok());
   EXPECT_DOUBLE_EQ(kd->distillation().alpha(), 0.5);
   auto explicit_zero = ParseJobSpec(
-      "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\ndistillation: {alpha: 0}\n", "z.yaml");
+      "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\ndistillation: {alpha: 0}\n",
+      "z.yaml");
   ASSERT_TRUE(explicit_zero.ok());
   EXPECT_DOUBLE_EQ(explicit_zero->distillation().alpha(), 0.0);
-  ExpectError("student: {preset: fm-student}\ndistillation: {alpha: 0.5}\n", "must be 0 without a teacher");
+  ExpectError("student: {preset: fm-student}\ndistillation: {alpha: 0.5}\n",
+              "must be 0 without a teacher");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {

@@ -18,23 +18,25 @@ using std::chrono::milliseconds;
 constexpr int kSteps = 50;
 
 std::vector<double> RunAndReadLosses(const std::string& dir, int workers) {
-  std::ofstream(dir + "/job.yaml") << "name: invariance\n"
-                                      "teacher: {preset: fm-teacher-p7}\n"
-                                      "student: {preset: fm-student-p7}\n"
-                                      "dataset: {kind: fashion-mnist, augment: true}\n"
-                                      "global_batch: 60\n"
-                                      "steps: "
-                                   << kSteps
-                                   << "\n"
-                                      "optimizer: {lr: 0.002, warmup_steps: 5, clip_grad_norm: 1.0}\n"
-                                      "distillation: {temperature: 2.0, alpha: 0.5}\n"
-                                      "threads_per_worker: 1\n"
-                                      "evaluate: false\n";
+  std::ofstream(dir + "/job.yaml")
+      << "name: invariance\n"
+         "teacher: {preset: fm-teacher-p7}\n"
+         "student: {preset: fm-student-p7}\n"
+         "dataset: {kind: fashion-mnist, augment: true}\n"
+         "global_batch: 60\n"
+         "steps: "
+      << kSteps
+      << "\n"
+         "optimizer: {lr: 0.002, warmup_steps: 5, clip_grad_norm: 1.0}\n"
+         "distillation: {temperature: 2.0, alpha: 0.5}\n"
+         "threads_per_worker: 1\n"
+         "evaluate: false\n";
   std::string out = dir + "/w" + std::to_string(workers);
   std::string log;
-  int rc = testing::RunCommand({testing::BinaryPath("tools/retort-run"), "--job=" + dir + "/job.yaml",
-                                "--workers=" + std::to_string(workers), "--output-dir=" + out},
-                               &log, milliseconds(240000));
+  int rc =
+      testing::RunCommand({testing::BinaryPath("tools/retort-run"), "--job=" + dir + "/job.yaml",
+                           "--workers=" + std::to_string(workers), "--output-dir=" + out},
+                          &log, milliseconds(240000));
   EXPECT_EQ(rc, 0) << log;
   std::vector<double> losses;
   std::ifstream metrics(out + "/metrics.jsonl");
@@ -59,10 +61,11 @@ TEST(WorldSizeInvarianceTest, OneTwoAndThreeWorkersFollowTheSameLossCurve) {
     for (size_t i = 0; i < one.size(); ++i) {
       double rel = std::abs(many[i] - one[i]) / std::max(1e-12, std::abs(one[i]));
       worst = std::max(worst, rel);
-      EXPECT_LE(rel, 1e-4) << workers << " workers, step " << i + 1 << ": " << many[i] << " vs " << one[i];
+      EXPECT_LE(rel, 1e-4) << workers << " workers, step " << i + 1 << ": " << many[i] << " vs "
+                           << one[i];
     }
-    std::cout << "[ measured ] " << workers << " workers vs 1: worst relative loss difference over " << kSteps
-              << " steps = " << worst << "\n";
+    std::cout << "[ measured ] " << workers << " workers vs 1: worst relative loss difference over "
+              << kSteps << " steps = " << worst << "\n";
   }
 }
 

@@ -184,8 +184,7 @@ class VitModel final : public Model {
 const std::map<std::string, VitConfig>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, VitConfig>();
-    auto fm = [](std::string name, int64_t dim, int64_t depth, int64_t heads,
-                 int64_t patch = 4) {
+    auto fm = [](std::string name, int64_t dim, int64_t depth, int64_t heads, int64_t patch = 4) {
       VitConfig c;
       c.name = std::move(name);
       c.image_size = 28;
@@ -207,8 +206,8 @@ const std::map<std::string, VitConfig>& Presets() {
     for (VitConfig c :
          {fm("fm-teacher", 192, 6, 3), fm("fm-student", 96, 4, 3),
           // 7x7 patches (16 tokens): ~3x cheaper; what fits the 2-core demo's time budget.
-          fm("fm-teacher-p7", 192, 6, 3, 7), fm("fm-student-p7", 96, 4, 3, 7), in1k("vit-ti16", 192, 3),
-          in1k("vit-s16", 384, 6), in1k("vit-b16", 768, 12)})
+          fm("fm-teacher-p7", 192, 6, 3, 7), fm("fm-student-p7", 96, 4, 3, 7),
+          in1k("vit-ti16", 192, 3), in1k("vit-s16", 384, 6), in1k("vit-b16", 768, 12)})
       (*m)[c.name] = c;
     return m;
   }();
