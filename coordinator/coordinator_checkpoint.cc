@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -22,10 +24,13 @@ std::string CheckpointDirName(uint64_t id) {
   return buf;
 }
 
+// Deletes an old checkpoint directory. A failure is logged, not fatal: the checkpoint is
+// already out of the committed list, so it no longer exists for restores.
 void RemoveTree(const std::string& path) {
-  // Checkpoint directories are flat: files directly inside.
-  std::string cmd = "rm -rf -- '" + path + "'";
-  if (path.find('\'') == std::string::npos) (void)std::system(cmd.c_str());
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec)
+    LOG_WARN("coordinator") << "could not delete old checkpoint " << path << ": " << ec.message();
 }
 
 }  // namespace
