@@ -84,6 +84,10 @@ class Communicator {
 
   // Breaks the communicator: running and queued operations complete with ABORTED(reason).
   virtual void Abort(const std::string& reason) = 0;
+  // Ranks the data plane has seen fail (connection reset, peer gone), in rank order; empty
+  // when none is known (a timeout alone names nobody). Thread-safe: callers use it after an
+  // operation failed, to tell the coordinator which peer died.
+  virtual std::vector<int> FailedPeers() const { return {}; }
 
   // Equal-count forms: input has size() * output.count elements (reduce-scatter) and output
   // has size() * input.count elements (all-gather).

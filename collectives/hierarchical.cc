@@ -295,6 +295,17 @@ WorkPtr HierarchicalCommunicator::AllToAllV(ConstBuffer input,
   return global_->AllToAllV(input, send_counts, output, recv_counts, options);
 }
 
+std::vector<int> HierarchicalCommunicator::FailedPeers() const {
+  std::vector<bool> failed(layout_.node_of_rank.size(), false);
+  for (int r : global_->FailedPeers()) failed[r] = true;
+  for (int i : intra_->FailedPeers()) failed[rank_at_[node_][i]] = true;
+  for (int n : inter_->FailedPeers()) failed[rank_at_[n][local_index_]] = true;
+  std::vector<int> ranks;
+  for (size_t r = 0; r < failed.size(); ++r)
+    if (failed[r]) ranks.push_back(static_cast<int>(r));
+  return ranks;
+}
+
 void HierarchicalCommunicator::Abort(const std::string& reason) {
   executor_->Abort(reason);
   intra_->Abort(reason);

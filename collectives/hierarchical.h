@@ -60,6 +60,8 @@ class HierarchicalCommunicator final : public Communicator {
                     const std::vector<size_t>& recv_counts,
                     const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
+  // Failed peers of the global communicator (every pair is connected there).
+  std::vector<int> FailedPeers() const override;
 
  private:
   HierarchicalCommunicator() = default;

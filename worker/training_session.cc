@@ -379,7 +379,11 @@ Status TrainingSession::RunSteps(const Assignment& a) {
 
 void TrainingSession::WriteMetrics(const trainer::StepResult& r, double samples_per_second) {
   if (!metrics_.is_open()) metrics_.open(output_dir_ + "/metrics.jsonl", std::ios::app);
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   nlohmann::json j{{"step", global_step_},
+                   {"time_unix_ms", now_ms},
                    {"epoch", position_.epoch},
                    {"generation", active_generation_},
                    {"world_size", comm_->size()},

@@ -68,6 +68,7 @@ class UcxCommunicator final : public Communicator {
                     const std::vector<size_t>& recv_counts,
                     const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
+  std::vector<int> FailedPeers() const override { return transport_->FailedPeers(); }
 
   // A Send whose wire tag carries `generation` instead of this communicator's: for tests
   // that check generation fencing on the receiving side.

@@ -141,6 +141,14 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
 void UcxTransport::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
   if (peer->error == UCS_OK) peer->error = status;
+  peer->failed.store(true, std::memory_order_release);
+}
+
+std::vector<int> UcxTransport::FailedPeers() const {
+  std::vector<int> failed;
+  for (const Peer& p : peers_)
+    if (p.failed.load(std::memory_order_acquire)) failed.push_back(p.rank);
+  return failed;
 }
 
 uint64_t UcxTransport::WireTag(uint64_t generation, int source, MessageTag tag) const {

@@ -73,6 +73,8 @@ class UcxTransport final : public Transport {
   // Cancels every unfinished request and closes the endpoints at once; afterwards no buffer
   // given to this transport is touched again. Idempotent.
   void Shutdown(std::vector<Request*> detached);
+  // Ranks whose endpoint reported an error. Thread-safe (the flags are atomics).
+  std::vector<int> FailedPeers() const;
 
   // Sends with an arbitrary generation in the wire tag: tests of generation fencing only.
   StatusOr<std::unique_ptr<Request>> PostDetachedSendWithGenerationForTesting(
@@ -83,7 +85,8 @@ class UcxTransport final : public Transport {
     UcxTransport* transport = nullptr;
     int rank = 0;
     ucp_ep_h ep = nullptr;
-    ucs_status_t error = UCS_OK;  // set by the error callback on the progress thread
+    ucs_status_t error = UCS_OK;      // set by the error callback on the progress thread
+    std::atomic<bool> failed{false};  // mirrors error != UCS_OK for other threads
   };
 
   UcxTransport(int rank, int size, uint64_t generation);

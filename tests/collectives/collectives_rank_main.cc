@@ -65,6 +65,9 @@ TEST(RankMain, Run) {
       Status s = comm.AllReduce(data.mutable_buffer(), ReduceOp::kSum)->Wait();
       if (!s.ok()) {
         WriteStatusFile(".error", s.ToString());
+        std::string failed;
+        for (int r : comm.FailedPeers()) failed += std::to_string(r) + "\n";
+        WriteStatusFile(".failed_peers", failed);
         std::_Exit(3);
       }
       if (!reported) WriteStatusFile(".progress", "ok");

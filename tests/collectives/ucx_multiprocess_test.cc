@@ -116,6 +116,15 @@ void KillOneRankMidCollective(int world, int victim, const std::vector<std::stri
     const bool names_failure = error->find("UNAVAILABLE") != std::string::npos ||
                                error->find("DEADLINE_EXCEEDED") != std::string::npos;
     EXPECT_TRUE(names_failure) << "rank " << r << ": " << *error;
+    // A rank that saw the connection reset names the victim (and nobody else) as failed.
+    auto failed = ReadFileToString(dir + "/rank" + std::to_string(r) + ".failed_peers");
+    ASSERT_TRUE(failed.ok()) << "rank " << r;
+    if (error->find("UNAVAILABLE") != std::string::npos &&
+        error->find("rank " + std::to_string(victim) + " failed") != std::string::npos)
+      EXPECT_EQ(*failed, std::to_string(victim) + "\n") << "rank " << r;
+    else
+      EXPECT_TRUE(failed->empty() || *failed == std::to_string(victim) + "\n")
+          << "rank " << r << ": " << *failed;
     std::cerr << "rank " << r << " failed after "
               << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
               << " ms: " << *error << "\n";
