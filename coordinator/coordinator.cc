@@ -222,6 +222,21 @@ void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& k
   }
 }
 
+void Coordinator::WatchOpened(const std::string& member_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end()) return;
+  ++it->second.open_watches;
+  it->second.watch_lost_at.reset();
+}
+
+void Coordinator::WatchClosed(const std::string& member_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end() || it->second.open_watches == 0) return;
+  if (--it->second.open_watches == 0) it->second.watch_lost_at = clock_->Now();
+}
+
 void Coordinator::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
   auto now = clock_->Now();
@@ -232,6 +247,17 @@ void Coordinator::Tick() {
   for (const auto& id : expired)
     RemoveMemberLocked(id, "member_evicted",
                        "no heartbeat for " + std::to_string(options_.eviction_timeout_ms) + " ms");
+  if (options_.disconnect_grace_ms > 0) {
+    auto grace = std::chrono::milliseconds(options_.disconnect_grace_ms);
+    std::vector<std::string> disconnected;
+    for (const auto& [id, m] : members_)
+      if (m.open_watches == 0 && m.watch_lost_at && now - *m.watch_lost_at >= grace)
+        disconnected.push_back(id);
+    for (const auto& id : disconnected)
+      RemoveMemberLocked(id, "member_evicted",
+                         "its generation stream closed and was not reopened within " +
+                             std::to_string(options_.disconnect_grace_ms) + " ms");
+  }
   if (!membership_dirty_) return;
   bool settled = now - membership_changed_at_ >= std::chrono::milliseconds(options_.settle_ms);
   bool full = static_cast<int>(members_.size()) >= state_.max_workers();

@@ -33,6 +33,9 @@ struct CoordinatorOptions {
   int64_t heartbeat_interval_ms = 1000;
   // A member silent for this long is evicted.
   int64_t eviction_timeout_ms = 5000;
+  // A member whose every generation stream closed (its process or connection is gone) and
+  // that opens no new one within this grace is evicted; 0 = only heartbeats evict.
+  int64_t disconnect_grace_ms = 500;
   // A new generation forms once membership has been quiet this long (or max_workers reached).
   int64_t settle_ms = 200;
   int64_t tick_ms = 50;
@@ -89,6 +92,10 @@ class Coordinator {
   StatusOr<v1::BeginCheckpointResponse> BeginCheckpoint(const v1::BeginCheckpointRequest& request);
   StatusOr<v1::AckCheckpointResponse> AckCheckpoint(const v1::AckCheckpointRequest& request);
   StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& request);
+  // A member's generation stream opened / closed (from the gRPC layer; unknown ids are ignored).
+  // A closed stream is the fastest sign of a killed process: see disconnect_grace_ms.
+  void WatchOpened(const std::string& member_id);
+  void WatchClosed(const std::string& member_id);
 
   // --- operator-facing ---
   v1::StatusResponse GetStatus() const;
@@ -121,6 +128,9 @@ class Coordinator {
     bool draining = false;
     std::string leave_reason;
     int32_t rank = -1;
+    int open_watches = 0;
+    // Set when the last open generation stream closed; cleared when one opens.
+    std::optional<std::chrono::steady_clock::time_point> watch_lost_at;
   };
   struct PendingCheckpoint {
     uint64_t id = 0;

@@ -45,7 +45,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Leave(grpc::CallbackServerContext* 
 }
 grpc::ServerWriteReactor<v1::Generation>* WorkerServiceImpl::WatchGenerations(
     grpc::CallbackServerContext*, const v1::WatchGenerationsRequest* req) {
-  return new GenerationStream(c_, req->after_generation());
+  return new GenerationStream(c_, req->member_id(), req->after_generation());
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportPeerFailure(grpc::CallbackServerContext* ctx,
                                                                const v1::PeerFailureReport* req,

@@ -2,8 +2,9 @@
 
 namespace retort::coordinator {
 
-GenerationStream::GenerationStream(Coordinator* coordinator, uint64_t after)
-    : coordinator_(coordinator), last_sent_(after) {
+GenerationStream::GenerationStream(Coordinator* coordinator, std::string member_id, uint64_t after)
+    : coordinator_(coordinator), member_id_(std::move(member_id)), last_sent_(after) {
+  coordinator_->WatchOpened(member_id_);
   coordinator_->SubscribeGenerations(this);
 }
 
@@ -44,6 +45,7 @@ void GenerationStream::OnCancel() {
 
 void GenerationStream::OnDone() {
   coordinator_->UnsubscribeGenerations(this);
+  coordinator_->WatchClosed(member_id_);  // no stream lock held: lock order is coordinator first
   delete this;
 }
 

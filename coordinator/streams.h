@@ -21,7 +21,9 @@ namespace retort::coordinator {
 class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
                                public GenerationListener {
  public:
-  GenerationStream(Coordinator* coordinator, uint64_t after);
+  // `member_id` (may be empty or unknown) is told to the coordinator as watching until the
+  // stream ends, so a vanished client is noticed without waiting for heartbeats.
+  GenerationStream(Coordinator* coordinator, std::string member_id, uint64_t after);
   void OnGeneration(std::shared_ptr<const v1::Generation> generation) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -31,6 +33,7 @@ class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
   void StartNextLocked();
 
   Coordinator* const coordinator_;
+  const std::string member_id_;
   std::mutex mu_;
   uint64_t last_sent_;                               // GUARDED_BY(mu_)
   std::shared_ptr<const v1::Generation> pending_;    // GUARDED_BY(mu_)

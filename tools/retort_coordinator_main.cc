@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   args.AddInt("heartbeat-interval-ms", &opts.heartbeat_interval_ms, "how often workers heartbeat");
   args.AddInt("eviction-timeout-ms", &opts.eviction_timeout_ms,
               "evict a worker silent for this long");
+  args.AddInt("disconnect-grace-ms", &opts.disconnect_grace_ms,
+              "evict a worker whose generation stream closed and stayed closed this long "
+              "(0 = heartbeats only)");
   args.AddInt("settle-ms", &opts.settle_ms,
               "form a generation after membership is quiet this long");
   args.AddInt("min-workers", &opts.min_workers,

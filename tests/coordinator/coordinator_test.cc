@@ -123,6 +123,36 @@ TEST_F(CoordinatorTest, SilentMemberIsEvictedAfterDeadlineAndNewGenerationForms)
   EXPECT_EQ(c_->Heartbeat(hb).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(CoordinatorTest, MemberWhoseGenerationStreamClosedIsEvictedAfterTheGrace) {
+  auto a = JoinOk("n0", 0), b = JoinOk("n1", 0);
+  Settle();
+  ASSERT_EQ(listener_.seen.size(), 1u);
+  c_->WatchOpened(a);
+  c_->WatchOpened(b);
+  // b's stream drops but a new one opens within the grace (a reconnect): b stays.
+  c_->WatchClosed(b);
+  clock_.Advance(milliseconds(opts_.disconnect_grace_ms / 2));
+  c_->WatchOpened(b);
+  clock_.Advance(milliseconds(opts_.disconnect_grace_ms));
+  c_->Tick();
+  Settle();
+  EXPECT_EQ(listener_.seen.size(), 1u) << "a reopened stream must not evict";
+  // Now b's process is gone: its stream closes for good, long before a heartbeat deadline.
+  c_->WatchClosed(b);
+  clock_.Advance(milliseconds(opts_.disconnect_grace_ms - 1));
+  c_->Tick();
+  EXPECT_EQ(c_->GetStatus().members_size(), 2) << "still inside the grace";
+  clock_.Advance(milliseconds(2));
+  c_->Tick();
+  Settle();
+  ASSERT_EQ(listener_.seen.size(), 2u);
+  EXPECT_EQ(listener_.seen.back()->members_size(), 1);
+  EXPECT_EQ(listener_.seen.back()->members(0).member_id(), a);
+  // Unknown ids are ignored.
+  c_->WatchClosed("nobody");
+  c_->WatchOpened("nobody");
+}
+
 TEST_F(CoordinatorTest, DuplicateJoinIsRefusedAndChangesNothing) {
   JoinOk("n0", 0, "inc-a");
   Settle();
