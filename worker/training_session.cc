@@ -84,6 +84,19 @@ void TrainingSession::OnGeneration(const v1::Generation& generation, const std::
   std::lock_guard<std::mutex> lock(mu_);
   latest_ = Assignment{generation, member_id, rank};
   cv_.notify_all();
+  if (!running_comm_ || generation.number() <= running_comm_->generation()) return;
+  for (const auto& id : running_members_) {
+    bool still_member = false;
+    for (const auto& m : generation.members()) still_member |= m.member_id() == id;
+    if (!still_member) {
+      // A member left without an agreed switch (evicted: dead or silent). Collectives with it
+      // would only end at their deadline; abort them now. Harmless after an agreed switch,
+      // when the communicator is no longer in use.
+      running_comm_->Abort("generation " + std::to_string(generation.number()) + " no longer has " +
+                           id);
+      return;
+    }
+  }
 }
 
 void TrainingSession::OnDirectives(const v1::Directives& directives) {
@@ -114,6 +127,7 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(loader_,
                           trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
+  replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
   RETORT_RETURN_IF_ERROR(MakeDirectories(output_dir_));
   LOG_INFO("trainer") << "job '" << job.name() << "': "
@@ -133,6 +147,10 @@ void TrainingSession::TrainingThread() {
     training_done_ = true;
   }
   cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_comm_ = nullptr;
+  }
   kd_step_.reset();
   shard_comm_.reset();
   comm_.reset();
@@ -162,12 +180,14 @@ Status TrainingSession::Train() {
       // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
       // for the coordinator's next generation.
       LOG_WARN("trainer") << "generation " << a->generation.number() << " not started: " << s;
+      ReportFailedPeers(*a, s);
       active_generation_ = a->generation.number();
       continue;
     }
     s = RunSteps(*a);
     if (!s.ok()) {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;
+      ReportFailedPeers(*a, s);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -178,14 +198,10 @@ Status TrainingSession::Train() {
 
 Status TrainingSession::StartGeneration(const Assignment& a) {
   const v1::Generation& g = a.generation;
-  if (kd_step_ && !have_state_) {
-    // The previous generation ended without an agreed switch (a peer failed): keep what this
-    // rank has (parameters are replicated; moments only for this rank's range are lost).
-    saved_params_ = kd_step_->flat().params().clone();
-    saved_exp_avg_ = torch::Tensor();
-    saved_exp_avg_sq_ = torch::Tensor();
-    saved_optimizer_step_ = kd_step_->optimizer().step();
-    have_state_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_comm_ = nullptr;
+    running_members_.clear();
   }
   kd_step_.reset();
   shard_comm_.reset();
@@ -205,6 +221,11 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
     comm_ = std::move(ucx);
   }
   shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_comm_ = comm_.get();
+    for (const auto& m : g.members()) running_members_.push_back(m.member_id());
+  }
 
   trainer::ShardPlan plan;
   for (const auto& r : g.plan().ranges()) plan.ranges.push_back({r.offset(), r.count()});
@@ -228,71 +249,145 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   return Status::Ok();
 }
 
+StateMeta TrainingSession::CurrentMeta() const {
+  return StateMeta{global_step_, kd_step_->optimizer().step(), position_.epoch, position_.step};
+}
+
 Status TrainingSession::RestoreState(const Assignment& a) {
-  // Descriptor per rank, all-gathered as raw bytes: [has state, has moments, optimizer step,
-  // global step, epoch, step in epoch].
-  constexpr int kFields = 6;
-  int64_t mine[kFields] = {have_state_ ? 1 : 0,   saved_exp_avg_.defined() ? 1 : 0,
-                           saved_optimizer_step_, global_step_,
-                           position_.epoch,       position_.step};
+  StateDescriptor mine;
+  mine.full = saved_meta_;
+  replica_.Describe(&mine);
   const int world = comm_->size();
-  std::vector<int64_t> all(static_cast<size_t>(kFields) * world);
-  const size_t floats = kFields * 2;  // int64 -> 2 x 32-bit slots; AllGather copies bytes only
+  constexpr size_t kFields = StateDescriptor::kFields;
+  std::vector<int64_t> packed(kFields), all(kFields * world);
+  mine.Pack(packed.data());
+  // Raw int64s travel as pairs of 32-bit words: AllGather only copies.
+  const size_t words = kFields * 2;
   RETORT_RETURN_IF_ERROR(
-      WaitWork(comm_->AllGather({mine, floats, collectives::DataType::kFloat32},
-                                {all.data(), floats * world, collectives::DataType::kFloat32}),
+      WaitWork(comm_->AllGather({packed.data(), words, collectives::DataType::kFloat32},
+                                {all.data(), words * world, collectives::DataType::kFloat32}),
                options_.comm_timeout_ms));
-  int source = -1, moments_source = -1;
-  for (int r = 0; r < world; ++r) {
-    const int64_t* d = &all[static_cast<size_t>(r) * kFields];
-    if (d[0] == 0) continue;
-    if (source < 0) source = r;
-    if (moments_source < 0 && d[1] == 1) moments_source = r;
-    if (d[3] != all[static_cast<size_t>(source) * kFields + 3])
-      return FailedPreconditionError(
-          "ranks disagree on the global step (" + std::to_string(d[3]) + " vs " +
-          std::to_string(all[static_cast<size_t>(source) * kFields + 3]) + ")");
+  std::vector<StateDescriptor> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(StateDescriptor::Unpack(&all[r * kFields]));
+  RecoveryPlan plan = PlanRecovery(ranks);
+  LOG_INFO("trainer") << "generation " << a.generation.number() << " starts from "
+                      << RecoveryKindName(plan.kind) << ": " << plan.reason;
+  switch (plan.kind) {
+    case RecoveryPlan::kFresh:
+      RETORT_RETURN_IF_ERROR(RestoreFresh(""));
+      break;
+    case RecoveryPlan::kFullState:
+      RETORT_RETURN_IF_ERROR(RestoreFromFullState(plan));
+      break;
+    case RecoveryPlan::kReplicas:
+      RETORT_RETURN_IF_ERROR(RestoreFromReplicas(plan));
+      break;
+    case RecoveryPlan::kCheckpoint:
+      RETORT_RETURN_IF_ERROR(RestoreFresh(
+          "every in-memory copy of some optimizer range is lost and no checkpoint could be "
+          "loaded"));
+      break;
   }
-  have_state_ = false;
-  if (source < 0) return Status::Ok();  // a fresh job: every rank built identical models
-  const int64_t* d = &all[static_cast<size_t>(source) * kFields];
-  global_step_ = d[3];
-  position_ = {d[4], d[5]};
+  saved_meta_ = StateMeta();
+  saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = torch::Tensor();
+  // The new generation's first snapshot, so a failure before its first step loses nothing.
+  return CaptureReplica();
+}
+
+Status TrainingSession::RestoreFresh(const std::string& why) {
+  if (!why.empty())
+    LOG_ERROR("trainer") << why << ": the job restarts from step 0 with its initial weights";
+  // The models were just rebuilt from the job spec, so every rank holds the initial weights.
+  global_step_ = 0;
+  position_ = {0, 0};
+  replica_.Clear();
+  return Status::Ok();
+}
+
+Status TrainingSession::RestoreFromFullState(const RecoveryPlan& plan) {
   const int64_t n = kd_step_->flat().numel();
-  torch::Tensor params = kd_step_->flat().params();
-  if (comm_->rank() == source) params.copy_(saved_params_);
-  RETORT_RETURN_IF_ERROR(WaitWork(
-      comm_->Broadcast(
-          {params.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
-          source),
-      options_.comm_timeout_ms));
-  torch::Tensor m = torch::zeros({n}), v = torch::zeros({n});
-  if (moments_source >= 0) {
-    if (comm_->rank() == moments_source) {
-      m.copy_(saved_exp_avg_);
-      v.copy_(saved_exp_avg_sq_);
-    }
-    for (torch::Tensor* t : {&m, &v})
-      RETORT_RETURN_IF_ERROR(WaitWork(
-          comm_->Broadcast(
-              {t->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
-              moments_source),
-          options_.comm_timeout_ms));
-  } else {
-    LOG_WARN("trainer")
-        << "optimizer moments could not be gathered before this generation (a peer failed); "
-           "they restart from zero";
+  torch::Tensor p = torch::empty({n}), m = torch::empty({n}), v = torch::empty({n});
+  if (comm_->rank() == plan.source) {
+    p.copy_(saved_params_);
+    m.copy_(saved_exp_avg_);
+    v.copy_(saved_exp_avg_sq_);
   }
+  for (torch::Tensor* t : {&p, &m, &v})
+    RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({t->data_ptr<float>(), static_cast<size_t>(n),
+                                                      collectives::DataType::kFloat32},
+                                                     plan.source),
+                                    options_.comm_timeout_ms));
+  return InstallState(plan.meta, p, m, v);
+}
+
+Status TrainingSession::RestoreFromReplicas(const RecoveryPlan& plan) {
+  // Each old range is contributed by exactly one rank into zeros, so the sum is exact.
+  const int64_t n = kd_step_->flat().numel();
+  torch::Tensor all = torch::zeros({3 * n});
+  torch::Tensor p = all.slice(0, 0, n), m = all.slice(0, n, 2 * n), v = all.slice(0, 2 * n, 3 * n);
+  const int rank = comm_->rank();
+  const bool own = plan.contributes_own[rank], pred = plan.contributes_predecessor[rank];
+  if (own || pred) {
+    const PeerReplica::Snapshot* snap = replica_.At(plan.meta.global_step);
+    if (!snap)
+      return InternalError("the recovery plan needs this rank's snapshot at step " +
+                           std::to_string(plan.meta.global_step) + ", which it does not hold");
+    auto put = [&](const trainer::ShardRange& r, const torch::Tensor& sp, const torch::Tensor& sm,
+                   const torch::Tensor& sv) {
+      p.slice(0, r.offset, r.end()).copy_(sp);
+      m.slice(0, r.offset, r.end()).copy_(sm);
+      v.slice(0, r.offset, r.end()).copy_(sv);
+    };
+    if (own) put(snap->own, snap->own_params, snap->own_exp_avg, snap->own_exp_avg_sq);
+    if (pred)
+      put(snap->predecessor, snap->predecessor_params, snap->predecessor_exp_avg,
+          snap->predecessor_exp_avg_sq);
+  }
+  RETORT_RETURN_IF_ERROR(WaitWork(
+      comm_->AllReduce(
+          {all.data_ptr<float>(), static_cast<size_t>(3 * n), collectives::DataType::kFloat32},
+          collectives::ReduceOp::kSum),
+      options_.comm_timeout_ms));
+  return InstallState(plan.meta, p, m, v);
+}
+
+Status TrainingSession::InstallState(const StateMeta& meta, const torch::Tensor& params,
+                                     const torch::Tensor& m, const torch::Tensor& v) {
+  global_step_ = meta.global_step;
+  position_ = {meta.epoch, meta.step_in_epoch};
+  kd_step_->flat().params().copy_(params);
   const auto& range = kd_step_->optimizer().range();
   trainer::OptimizerShardState piece;
   piece.range = range;
-  piece.step = d[2];
+  piece.step = meta.optimizer_step;
   piece.params = params.slice(0, range.offset, range.end()).clone();
   piece.exp_avg = m.slice(0, range.offset, range.end()).clone();
   piece.exp_avg_sq = v.slice(0, range.offset, range.end()).clone();
-  RETORT_RETURN_IF_ERROR(kd_step_->optimizer().Import(piece));
-  saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = torch::Tensor();
-  return Status::Ok();
+  return kd_step_->optimizer().Import(piece);
+}
+
+Status TrainingSession::CaptureReplica() {
+  return replica_.Capture(*comm_, kd_step_->plan(), kd_step_->flat().params(),
+                          kd_step_->optimizer().exp_avg(), kd_step_->optimizer().exp_avg_sq(),
+                          CurrentMeta(), options_.comm_timeout_ms);
+}
+
+void TrainingSession::ReportFailedPeers(const Assignment& a, const Status& error) {
+  if (!comm_ || comm_->generation() != a.generation.number()) return;
+  for (int r : comm_->FailedPeers()) {
+    if (r < 0 || r >= a.generation.members_size()) continue;
+    v1::PeerFailureReport report;
+    report.set_member_id(a.member_id);
+    report.set_generation(a.generation.number());
+    report.set_failed_member_id(a.generation.members(r).member_id());
+    report.set_failed_rank(r);
+    report.set_detail(error.message().substr(0, 512));
+    auto resp = client_->ReportPeerFailure(report);
+    LOG_WARN("trainer") << "reported rank " << r << " (" << report.failed_member_id()
+                        << ") as failed: "
+                        << (resp.ok() ? (resp->evicted() ? "evicted" : "already gone")
+                                      : resp.status().ToString());
+  }
 }
 
 Status TrainingSession::SaveState() {
@@ -316,8 +411,7 @@ Status TrainingSession::SaveState() {
   saved_params_ = kd_step_->flat().params().clone();
   saved_exp_avg_ = m;
   saved_exp_avg_sq_ = v;
-  saved_optimizer_step_ = kd_step_->optimizer().step();
-  have_state_ = true;
+  saved_meta_ = CurrentMeta();
   return Status::Ok();
 }
 
@@ -355,6 +449,8 @@ Status TrainingSession::RunSteps(const Assignment& a) {
                             kd_step_->Step(batch, loader_->stats().last_wait_seconds));
     position_ = loader_->position();
     ++global_step_;
+    if (global_step_ % replicate_every_steps_ == 0 || global_step_ == total_steps_)
+      RETORT_RETURN_IF_ERROR(CaptureReplica());
     double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
     double sps = seconds > 0 ? static_cast<double>(job_.global_batch()) / seconds : 0;
     v1::StepMetrics metrics;

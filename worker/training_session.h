@@ -6,7 +6,9 @@
 //   sharding plan, seek the data loader to the job's position for (rank, world size), and run
 //   steps until the job is done, a newer generation must be switched to, or the member leaves.
 // Every step starts with a tiny all-reduce of [newer generation seen, leaving, paused], so all
-// ranks switch generation, pause or let a member go at the same step boundary.
+// ranks switch generation, pause or let a member go at the same step boundary. An agreed switch
+// saves the complete state; a failed peer is covered by the in-memory replicas (peer_replica.h)
+// taken after every replicate_every_steps-th step, so a kill -9 loses no completed step.
 // At the end: top-1 on the test split (each rank evaluates a slice; counts are all-reduced),
 // rank 0 exports the student (safetensors) and writes result.json, and every worker leaves with
 // reason "completed".
@@ -29,6 +31,8 @@
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
 #include "worker/coordinator_client.h"
+#include "worker/peer_replica.h"
+#include "worker/recovery_plan.h"
 #include "worker/shard_comm_adapter.h"
 #include "worker/worker_agent.h"
 
@@ -78,8 +82,21 @@ class TrainingSession final : public GenerationHandler {
   // Saves parameters and gathers the AdamW moments of every range over the current
   // communicator, so the next generation can re-shard them.
   Status SaveState();
-  // Agrees with the new generation's ranks on the training state and installs it.
+  // Agrees with the new generation's ranks on the training state and installs it (see
+  // recovery_plan.h), then takes the new generation's first replica snapshot.
   Status RestoreState(const Assignment& a);
+  // Installs full parameters and moments (every rank passes the same tensors) at `meta`.
+  Status InstallState(const StateMeta& meta, const torch::Tensor& params, const torch::Tensor& m,
+                      const torch::Tensor& v);
+  Status RestoreFromFullState(const RecoveryPlan& plan);
+  Status RestoreFromReplicas(const RecoveryPlan& plan);
+  // Every copy of the state is gone: start over from the job's initial weights.
+  Status RestoreFresh(const std::string& why);
+  // Snapshot for the peer replica after a completed step (or right after a restore).
+  Status CaptureReplica();
+  // After a failed generation: tell the coordinator which peers the data plane saw die.
+  void ReportFailedPeers(const Assignment& a, const Status& error);
+  StateMeta CurrentMeta() const;
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
 
   const TrainingOptions options_;
@@ -98,12 +115,13 @@ class TrainingSession final : public GenerationHandler {
   std::unique_ptr<CommunicatorShardComm> shard_comm_;
   std::unique_ptr<trainer::KdStep> kd_step_;
   uint64_t active_generation_ = 0;
-  // Training state carried across generations (valid when have_state_): the full parameter
-  // buffer and, when every range could be gathered, the full AdamW moments.
-  bool have_state_ = false;
+  // Complete state saved at an agreed switch (saved_meta_.global_step >= 0 when present):
+  // the full parameter buffer and the full AdamW moments.
+  StateMeta saved_meta_;
   torch::Tensor saved_params_, saved_exp_avg_, saved_exp_avg_sq_;
-  int64_t saved_optimizer_step_ = 0;
   trainer::data::SamplerState position_;
+  PeerReplica replica_;
+  int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;
   bool done_ = false;
@@ -111,11 +129,16 @@ class TrainingSession final : public GenerationHandler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Assignment> latest_;  // GUARDED_BY(mu_)
-  bool leaving_ = false;              // GUARDED_BY(mu_)
-  bool paused_ = false;               // GUARDED_BY(mu_)
-  bool training_done_ = false;        // GUARDED_BY(mu_)
-  bool started_ = false;              // GUARDED_BY(mu_)
-  Status result_;                     // GUARDED_BY(mu_)
+  // The communicator the training thread uses and its generation's member ids: a newer
+  // generation without one of them means a member died, and the communicator is aborted so a
+  // collective blocked on the dead peer returns at once.
+  collectives::Communicator* running_comm_ = nullptr;  // GUARDED_BY(mu_)
+  std::vector<std::string> running_members_;           // GUARDED_BY(mu_)
+  bool leaving_ = false;                               // GUARDED_BY(mu_)
+  bool paused_ = false;                                // GUARDED_BY(mu_)
+  bool training_done_ = false;                         // GUARDED_BY(mu_)
+  bool started_ = false;                               // GUARDED_BY(mu_)
+  Status result_;                                      // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -1,0 +1,154 @@
+#include "worker/recovery_plan.h"
+
+#include <algorithm>
+#include <set>
+
+namespace retort::worker {
+namespace {
+
+void PackMeta(const StateMeta& m, int64_t* out) {
+  out[0] = m.global_step;
+  out[1] = m.optimizer_step;
+  out[2] = m.epoch;
+  out[3] = m.step_in_epoch;
+}
+
+StateMeta UnpackMeta(const int64_t* in) { return StateMeta{in[0], in[1], in[2], in[3]}; }
+
+bool HasState(const StateDescriptor& d) {
+  return d.full.global_step >= 0 || d.snapshot[0].global_step >= 0 ||
+         d.snapshot[1].global_step >= 0;
+}
+
+const StateMeta* SnapshotAt(const StateDescriptor& d, int64_t step) {
+  for (const auto& s : d.snapshot)
+    if (s.global_step >= 0 && s.global_step == step) return &s;
+  return nullptr;
+}
+
+// The replica plan for the ranks that last trained in `generation`, at the newest step whose
+// every old range is held by some survivor; false when no step works.
+bool PlanReplicas(const std::vector<StateDescriptor>& ranks, int64_t generation,
+                  RecoveryPlan* plan) {
+  std::vector<int> candidates;
+  int64_t old_world = 0;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    if (ranks[r].old_generation != generation || !HasState(ranks[r])) continue;
+    if (old_world != 0 && ranks[r].old_world != old_world) return false;  // inconsistent
+    old_world = ranks[r].old_world;
+    candidates.push_back(r);
+  }
+  if (candidates.empty() || old_world <= 0) return false;
+  std::set<int64_t, std::greater<>> steps;
+  for (int r : candidates)
+    for (const auto& s : ranks[r].snapshot)
+      if (s.global_step >= 0) steps.insert(s.global_step);
+  for (int64_t step : steps) {
+    std::vector<bool> own(ranks.size(), false), pred(ranks.size(), false);
+    const StateMeta* meta = nullptr;
+    bool covered = true;
+    for (int64_t range = 0; range < old_world && covered; ++range) {
+      int owner = -1, successor = -1;
+      for (int r : candidates) {
+        if (!SnapshotAt(ranks[r], step)) continue;
+        if (ranks[r].old_rank == range && owner < 0) owner = r;
+        if (old_world > 1 && ranks[r].old_rank == (range + 1) % old_world && successor < 0)
+          successor = r;
+      }
+      if (owner >= 0) {
+        own[owner] = true;
+        meta = SnapshotAt(ranks[owner], step);
+      } else if (successor >= 0) {
+        pred[successor] = true;
+        meta = SnapshotAt(ranks[successor], step);
+      } else {
+        covered = false;
+      }
+    }
+    if (!covered) continue;
+    plan->kind = RecoveryPlan::kReplicas;
+    plan->meta = *meta;
+    plan->contributes_own = own;
+    plan->contributes_predecessor = pred;
+    plan->reason = "in-memory replicas of generation " + std::to_string(generation) +
+                   " cover every optimizer range at step " + std::to_string(step);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void StateDescriptor::Pack(int64_t* out) const {
+  PackMeta(full, out);
+  out[4] = old_generation;
+  out[5] = old_rank;
+  out[6] = old_world;
+  PackMeta(snapshot[0], out + 7);
+  PackMeta(snapshot[1], out + 11);
+}
+
+StateDescriptor StateDescriptor::Unpack(const int64_t* in) {
+  StateDescriptor d;
+  d.full = UnpackMeta(in);
+  d.old_generation = in[4];
+  d.old_rank = in[5];
+  d.old_world = in[6];
+  d.snapshot[0] = UnpackMeta(in + 7);
+  d.snapshot[1] = UnpackMeta(in + 11);
+  return d;
+}
+
+RecoveryPlan PlanRecovery(const std::vector<StateDescriptor>& ranks) {
+  RecoveryPlan plan;
+  std::set<int64_t, std::greater<>> generations;
+  for (const auto& d : ranks)
+    if (HasState(d)) generations.insert(d.old_generation);
+  if (generations.empty()) {
+    plan.kind = RecoveryPlan::kFresh;
+    plan.reason = "no rank holds training state";
+    return plan;
+  }
+  // Only the newest generation's complete copies count: an older one is a fenced zombie's or
+  // predates steps the newest generation took.
+  const int64_t newest = *generations.begin();
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const auto& d = ranks[r];
+    if (d.old_generation != newest || d.full.global_step < 0) continue;
+    if (plan.source < 0 || d.full.global_step > plan.meta.global_step) {
+      plan.source = r;
+      plan.meta = d.full;
+    }
+  }
+  if (plan.source >= 0) {
+    plan.kind = RecoveryPlan::kFullState;
+    plan.reason = "rank " + std::to_string(plan.source) +
+                  " saved the complete state at an agreed switch in generation " +
+                  std::to_string(newest);
+    return plan;
+  }
+  // A newer generation that never completed its first snapshot everywhere cannot have taken a
+  // step, so an older generation's replicas at the same step are equally current.
+  for (int64_t g : generations)
+    if (PlanReplicas(ranks, g, &plan)) return plan;
+  plan = RecoveryPlan();
+  plan.kind = RecoveryPlan::kCheckpoint;
+  plan.reason = "the surviving in-memory replicas do not cover every optimizer range";
+  return plan;
+}
+
+const char* RecoveryKindName(RecoveryPlan::Kind kind) {
+  switch (kind) {
+    case RecoveryPlan::kFresh:
+      return "fresh";
+    case RecoveryPlan::kFullState:
+      return "full-state";
+    case RecoveryPlan::kReplicas:
+      return "replicas";
+    case RecoveryPlan::kCheckpoint:
+      return "checkpoint";
+  }
+  return "?";
+}
+
+}  // namespace retort::worker

@@ -1,0 +1,66 @@
+// Recovery planning: when a generation starts, every rank describes the training state it holds
+// (a StateDescriptor, all-gathered as raw int64s) and every rank runs PlanRecovery on the same
+// table, so all agree without another round trip on where the state comes from:
+//  - kFullState: some rank saved the complete state at an agreed switch (graceful membership
+//    change: drain, SIGTERM, scale, a join); it broadcasts it.
+//  - kReplicas: a peer failed. Every rank of the previous generation kept step-boundary
+//    snapshots of its own optimizer range and of its ring predecessor's (PeerReplica). The plan
+//    picks the newest step at which every range of the previous generation is held by a
+//    survivor, and which survivor contributes which range.
+//  - kCheckpoint: the replicas cannot cover every range (two adjacent ranks lost, or every
+//    worker restarted): load the last committed disk checkpoint.
+//  - kFresh: nobody holds state: start the job from its initial weights.
+// State from a generation older than the newest one any rank took part in is ignored: it is a
+// fenced zombie's.
+//
+// Pure logic, no torch and no communication: unit-tested on its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace retort::worker {
+
+// Training progress a state copy is at.
+struct StateMeta {
+  int64_t global_step = -1;  // -1: no such copy
+  int64_t optimizer_step = 0;
+  int64_t epoch = 0;
+  int64_t step_in_epoch = 0;
+};
+
+struct StateDescriptor {
+  // Complete parameters and moments saved at an agreed switch.
+  StateMeta full;
+  // The generation this rank last trained in (0: none), its rank and world size there.
+  int64_t old_generation = 0;
+  int64_t old_rank = -1;
+  int64_t old_world = 0;
+  // The two newest complete replica snapshots (either may be absent: global_step -1).
+  StateMeta snapshot[2];
+
+  static constexpr int kFields = 15;
+  void Pack(int64_t* out) const;
+  static StateDescriptor Unpack(const int64_t* in);
+};
+
+struct RecoveryPlan {
+  enum Kind { kFresh, kFullState, kReplicas, kCheckpoint };
+  Kind kind = kFresh;
+  // The state every rank installs (kFullState, kReplicas).
+  StateMeta meta;
+  // kFullState: the rank that broadcasts.
+  int source = -1;
+  // kReplicas: per new rank, whether it contributes its own old range and/or the replica of its
+  // old predecessor's range (at meta.global_step).
+  std::vector<bool> contributes_own, contributes_predecessor;
+  // Why this plan (for logs).
+  std::string reason;
+};
+
+RecoveryPlan PlanRecovery(const std::vector<StateDescriptor>& ranks);
+
+const char* RecoveryKindName(RecoveryPlan::Kind kind);
+
+}  // namespace retort::worker
