@@ -102,6 +102,8 @@ void TrainingSession::OnGeneration(const v1::Generation& generation, const std::
 void TrainingSession::OnDirectives(const v1::Directives& directives) {
   std::lock_guard<std::mutex> lock(mu_);
   paused_ = directives.paused();
+  pending_checkpoint_id_ = directives.checkpoint_id();
+  pending_checkpoint_step_ = directives.checkpoint_step();
 }
 
 void TrainingSession::OnLeaving(const std::string& reason, Deadline deadline) {
@@ -273,20 +275,27 @@ Status TrainingSession::RestoreState(const Assignment& a) {
   LOG_INFO("trainer") << "generation " << a.generation.number() << " starts from "
                       << RecoveryKindName(plan.kind) << ": " << plan.reason;
   switch (plan.kind) {
-    case RecoveryPlan::kFresh:
-      RETORT_RETURN_IF_ERROR(RestoreFresh(""));
+    case RecoveryPlan::kFresh: {
+      // Nobody holds state: a new job, or every worker restarted (then the job resumes from
+      // its last committed checkpoint).
+      RETORT_ASSIGN_OR_RETURN(bool loaded, RestoreFromCheckpoint(a));
+      if (!loaded) RETORT_RETURN_IF_ERROR(RestoreFresh(""));
       break;
+    }
     case RecoveryPlan::kFullState:
       RETORT_RETURN_IF_ERROR(RestoreFromFullState(plan));
       break;
     case RecoveryPlan::kReplicas:
       RETORT_RETURN_IF_ERROR(RestoreFromReplicas(plan));
       break;
-    case RecoveryPlan::kCheckpoint:
-      RETORT_RETURN_IF_ERROR(RestoreFresh(
-          "every in-memory copy of some optimizer range is lost and no checkpoint could be "
-          "loaded"));
+    case RecoveryPlan::kCheckpoint: {
+      RETORT_ASSIGN_OR_RETURN(bool loaded, RestoreFromCheckpoint(a));
+      if (!loaded)
+        RETORT_RETURN_IF_ERROR(RestoreFresh(
+            "every in-memory copy of some optimizer range is lost and no checkpoint could be "
+            "loaded"));
       break;
+    }
   }
   saved_meta_ = StateMeta();
   saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = torch::Tensor();
@@ -451,6 +460,7 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     ++global_step_;
     if (global_step_ % replicate_every_steps_ == 0 || global_step_ == total_steps_)
       RETORT_RETURN_IF_ERROR(CaptureReplica());
+    WriteCheckpointIfDue(a);
     double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
     double sps = seconds > 0 ? static_cast<double>(job_.global_batch()) / seconds : 0;
     v1::StepMetrics metrics;

@@ -97,6 +97,16 @@ class TrainingSession final : public GenerationHandler {
   // After a failed generation: tell the coordinator which peers the data plane saw die.
   void ReportFailedPeers(const Assignment& a, const Status& error);
   StateMeta CurrentMeta() const;
+  // Coordinated checkpoints (session_checkpoint.cc).
+  // Writes this rank's shard when the coordinator named the step just completed, and acks it.
+  // Failures are logged and acked as errors (the coordinator aborts that checkpoint); training
+  // goes on.
+  void WriteCheckpointIfDue(const Assignment& a);
+  // Loads the newest committed checkpoint every rank can read (a corrupt or truncated one is
+  // skipped for the previous one). False when the job has none.
+  StatusOr<bool> RestoreFromCheckpoint(const Assignment& a);
+  // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
+  StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
 
   const TrainingOptions options_;
@@ -121,6 +131,7 @@ class TrainingSession final : public GenerationHandler {
   torch::Tensor saved_params_, saved_exp_avg_, saved_exp_avg_sq_;
   trainer::data::SamplerState position_;
   PeerReplica replica_;
+  uint64_t last_checkpoint_handled_ = 0;
   int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;

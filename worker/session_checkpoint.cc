@@ -1,0 +1,203 @@
+// TrainingSession's side of coordinated checkpoints: writing this rank's shard at the step the
+// coordinator named, and loading the newest readable committed checkpoint at any world size.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "checkpoint/shard_file.h"
+#include "common/logging.h"
+#include "worker/training_session.h"
+
+namespace retort::worker {
+namespace {
+
+constexpr int kMaxCheckpointCandidates = 16;
+
+// Retries a coordinator RPC that may hit a restarting coordinator, until `deadline`.
+template <typename F>
+auto WithRetries(Deadline deadline, F&& call) -> decltype(call()) {
+  auto result = call();
+  while (!result.ok() && result.status().code() == StatusCode::kUnavailable &&
+         !deadline.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    result = call();
+  }
+  return result;
+}
+
+}  // namespace
+
+void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
+  uint64_t id;
+  int64_t step;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = pending_checkpoint_id_;
+    step = pending_checkpoint_step_;
+  }
+  if (id == 0 || id == last_checkpoint_handled_ || step > global_step_) return;
+  last_checkpoint_handled_ = id;
+  v1::AckCheckpointRequest ack;
+  ack.set_member_id(a.member_id);
+  ack.set_generation(a.generation.number());
+  ack.set_checkpoint_id(id);
+  // The state right after this step: the live optimizer range (the step just completed).
+  const auto& range = kd_step_->optimizer().range();
+  torch::Tensor own_p = kd_step_->flat().params().slice(0, range.offset, range.end()).contiguous();
+  torch::Tensor own_m = kd_step_->optimizer().exp_avg().contiguous();
+  torch::Tensor own_v = kd_step_->optimizer().exp_avg_sq().contiguous();
+  const StateMeta meta = CurrentMeta();
+  if (step < global_step_) {
+    ack.set_error("checkpoint " + std::to_string(id) + " was named for step " +
+                  std::to_string(step) + ", which this worker had already passed (step " +
+                  std::to_string(global_step_) + ")");
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    v1::BeginCheckpointRequest begin;
+    begin.set_member_id(a.member_id);
+    begin.set_generation(a.generation.number());
+    begin.set_step(step);
+    auto started = client_->BeginCheckpoint(begin);
+    if (!started.ok()) {
+      LOG_WARN("trainer") << "checkpoint " << id << " not written: " << started.status();
+      return;  // the coordinator aborts it (new generation) or it times out there
+    }
+    checkpoint::ShardView view;
+    view.header.rank = comm_->rank();
+    view.header.world_size = comm_->size();
+    view.header.generation = a.generation.number();
+    view.header.seed = job_.seed();
+    view.header.global_step = meta.global_step;
+    view.header.optimizer_step = meta.optimizer_step;
+    view.header.epoch = meta.epoch;
+    view.header.step_in_epoch = meta.step_in_epoch;
+    view.header.total_elements = kd_step_->flat().numel();
+    view.header.range_offset = range.offset;
+    view.header.range_count = range.count;
+    view.params = own_p.data_ptr<float>();
+    view.exp_avg = own_m.data_ptr<float>();
+    view.exp_avg_sq = own_v.data_ptr<float>();
+    auto file = checkpoint::WriteShard(started->dir(), view);
+    if (file.ok()) {
+      *ack.add_files() = *file;
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      LOG_INFO("trainer") << "checkpoint " << id << " at step " << step << ": wrote "
+                          << file->size_bytes() << " bytes in " << seconds << " s to "
+                          << started->dir() << "/" << file->path();
+    } else {
+      ack.set_error(file.status().ToString());
+    }
+  }
+  if (!ack.error().empty())
+    LOG_WARN("trainer") << "checkpoint " << id << " failed on this worker: " << ack.error();
+  auto acked = client_->AckCheckpoint(ack);
+  if (!acked.ok())
+    LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
+  else if (acked->committed())
+    LOG_INFO("trainer") << "checkpoint " << id << " committed at step " << step;
+}
+
+StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assignment& a) {
+  // [count, ids...] as int64, broadcast from rank 0 (raw words travel as float32 pairs).
+  std::vector<int64_t> table(1 + kMaxCheckpointCandidates, 0);
+  if (comm_->rank() == 0) {
+    v1::GetCheckpointRequest req;
+    req.set_member_id(a.member_id);
+    auto latest = WithRetries(Deadline::AfterMs(options_.comm_timeout_ms / 2),
+                              [&] { return client_->GetCheckpoint(req); });
+    if (!latest.ok()) {
+      LOG_WARN("trainer") << "cannot list checkpoints: " << latest.status();
+    } else if (latest->found()) {
+      std::vector<uint64_t> ids(latest->committed_checkpoints().begin(),
+                                latest->committed_checkpoints().end());
+      if (ids.empty()) ids.push_back(latest->manifest().checkpoint_id());
+      std::reverse(ids.begin(), ids.end());  // newest first
+      for (size_t i = 0; i < ids.size() && i < kMaxCheckpointCandidates; ++i) {
+        table[1 + i] = static_cast<int64_t>(ids[i]);
+        table[0] = static_cast<int64_t>(i + 1);
+      }
+    }
+  }
+  RETORT_RETURN_IF_ERROR(
+      comm_
+          ->Broadcast({table.data(), table.size() * 2, collectives::DataType::kFloat32}, 0)
+          ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+  std::vector<uint64_t> ids;
+  for (int64_t i = 0; i < table[0]; ++i) ids.push_back(static_cast<uint64_t>(table[1 + i]));
+  return ids;
+}
+
+StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
+  RETORT_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, AgreeOnCheckpoints(a));
+  const int64_t n = kd_step_->flat().numel();
+  const auto& range = kd_step_->optimizer().range();
+  torch::Tensor own_p = torch::empty({range.count}), own_m = torch::empty({range.count}),
+                own_v = torch::empty({range.count});
+  for (uint64_t id : ids) {
+    // Every rank reads its own new range; all agree to use the checkpoint only when every
+    // rank could read (and verify) its part.
+    Status mine;
+    checkpoint::ShardHeader header;
+    v1::GetCheckpointRequest req;
+    req.set_member_id(a.member_id);
+    req.set_checkpoint_id(id);
+    auto got = WithRetries(Deadline::AfterMs(options_.comm_timeout_ms / 2),
+                           [&] { return client_->GetCheckpoint(req); });
+    if (!got.ok()) {
+      mine = got.status();
+    } else if (!got->found()) {
+      mine = NotFoundError("checkpoint " + std::to_string(id) + " has no manifest");
+    } else if (got->manifest().plan().total_elements() != n) {
+      mine = FailedPreconditionError(
+          "checkpoint " + std::to_string(id) + " holds " +
+          std::to_string(got->manifest().plan().total_elements()) +
+          " parameters; this student has " + std::to_string(n));
+    } else {
+      auto read = checkpoint::ReadRangeInto(
+          got->dir(), got->manifest(), range.offset, range.count,
+          {own_p.data_ptr<float>(), own_m.data_ptr<float>(), own_v.data_ptr<float>()});
+      if (read.ok())
+        header = *read;
+      else
+        mine = read.status();
+    }
+    if (!mine.ok())
+      LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
+    float failures = mine.ok() ? 0.f : 1.f;
+    RETORT_RETURN_IF_ERROR(
+        comm_->AllReduce({&failures, 1, collectives::DataType::kFloat32},
+                         collectives::ReduceOp::kSum)
+            ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+    if (failures > 0) {
+      LOG_WARN("trainer") << "checkpoint " << id << " could not be read by " << failures
+                          << " rank(s); trying the previous one";
+      continue;
+    }
+    // Parameters are replicated: gather every rank's range.
+    const auto& plan = kd_step_->plan();
+    std::vector<size_t> counts;
+    for (const auto& r : plan.ranges) counts.push_back(static_cast<size_t>(r.count));
+    torch::Tensor p = torch::empty({n}), m = torch::zeros({n}), v = torch::zeros({n});
+    RETORT_RETURN_IF_ERROR(
+        comm_
+            ->AllGatherV({own_p.data_ptr<float>(), static_cast<size_t>(range.count),
+                          collectives::DataType::kFloat32},
+                         {p.data_ptr<float>(), static_cast<size_t>(n),
+                          collectives::DataType::kFloat32},
+                         counts)
+            ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+    m.slice(0, range.offset, range.end()).copy_(own_m);
+    v.slice(0, range.offset, range.end()).copy_(own_v);
+    StateMeta meta{header.global_step, header.optimizer_step, header.epoch, header.step_in_epoch};
+    RETORT_RETURN_IF_ERROR(InstallState(meta, p, m, v));
+    LOG_INFO("trainer") << "resumed from checkpoint " << id << " at step " << meta.global_step
+                        << " (written by " << got->manifest().world_size() << " rank(s), read by "
+                        << comm_->size() << ")";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace retort::worker
