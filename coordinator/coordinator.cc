@@ -421,6 +421,7 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
   if (req.has_metrics()) m.metrics = req.metrics();
+  MaybeStartPeriodicCheckpointLocked();
   v1::HeartbeatResponse resp;
   resp.set_current_generation(generation_ ? generation_->number() : 0);
   resp.set_state(state_.state());

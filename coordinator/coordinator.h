@@ -153,6 +153,14 @@ class Coordinator {
   void EmitLocked(const std::string& kind, const std::string& message,
                   const std::string& member_id = "");
   void AbortPendingCheckpointLocked(const std::string& why);
+  // Makes a pending checkpoint at `step` and persists the id counter; emits `event`.
+  Status StartPendingCheckpointLocked(int64_t step, uint64_t generation, const std::string& why);
+  // Steps ahead of the fastest member at which a new checkpoint may be named, so that every
+  // member hears of it (through a heartbeat) before reaching it.
+  int64_t CheckpointMarginStepsLocked() const;
+  // job.checkpoint.every_steps > 0: names the next multiple of every_steps once the members'
+  // steps come within two margins of it (called on every heartbeat).
+  void MaybeStartPeriodicCheckpointLocked();
   Status CommitCheckpointLocked();
   int64_t MaxMemberStepLocked() const;
 

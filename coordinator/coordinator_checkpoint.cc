@@ -42,6 +42,47 @@ void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
 }
 
+int64_t Coordinator::CheckpointMarginStepsLocked() const {
+  double step_seconds = 0;
+  for (const auto& [id, m] : members_)
+    step_seconds = std::max(step_seconds, m.metrics.step_seconds());
+  if (step_seconds <= 0) return 2;
+  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms /
+                                                             1000.0 / step_seconds)));
+}
+
+Status Coordinator::StartPendingCheckpointLocked(int64_t step, uint64_t generation,
+                                                 const std::string& why) {
+  PendingCheckpoint p;
+  p.id = state_.next_checkpoint_id();
+  p.step = step;
+  p.generation = generation;
+  state_.set_next_checkpoint_id(p.id + 1);
+  Status st = PersistLocked();
+  if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
+  pending_checkpoint_ = p;
+  EmitLocked("checkpoint_requested", "checkpoint " + std::to_string(p.id) + " at step " +
+                                         std::to_string(p.step) + " (" + why + ")");
+  return Status::Ok();
+}
+
+void Coordinator::MaybeStartPeriodicCheckpointLocked() {
+  const int64_t every = state_.job().checkpoint().every_steps();
+  if (every <= 0 || pending_checkpoint_ || state_.state() != v1::JOB_STATE_RUNNING ||
+      !generation_ || generation_->members_size() == 0)
+    return;
+  const int64_t margin = CheckpointMarginStepsLocked();
+  const int64_t fastest = MaxMemberStepLocked();
+  // The first multiple every member can still hear of in time, after the last committed one.
+  int64_t target = (fastest + margin + every - 1) / every * every;
+  target = std::max(target, (state_.last_checkpoint_step() / every + 1) * every);
+  if (target - fastest > 2 * margin) return;  // not close yet
+  if (state_.job().steps() > 0 && target > state_.job().steps()) return;
+  Status st = StartPendingCheckpointLocked(target, generation_->number(),
+                                           "every " + std::to_string(every) + " steps");
+  if (!st.ok()) LOG_ERROR("coordinator") << "periodic checkpoint at step " << target << ": " << st;
+}
+
 StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_.state() != v1::JOB_STATE_RUNNING && state_.state() != v1::JOB_STATE_PAUSED)
@@ -49,33 +90,12 @@ StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
                                    JobStateName(state_.state()));
   if (!generation_ || generation_->members_size() == 0)
     return FailedPreconditionError("no members to checkpoint");
+  if (!pending_checkpoint_)
+    RETORT_RETURN_IF_ERROR(StartPendingCheckpointLocked(
+        MaxMemberStepLocked() + CheckpointMarginStepsLocked(), generation_->number(), "requested"));
   v1::CheckpointResponse resp;
-  if (pending_checkpoint_) {
-    resp.set_checkpoint_id(pending_checkpoint_->id);
-    resp.set_step(pending_checkpoint_->step);
-    return resp;
-  }
-  // Far enough ahead that every member hears of it (through a heartbeat) before reaching it.
-  double step_seconds = 0;
-  for (const auto& [id, m] : members_)
-    step_seconds = std::max(step_seconds, m.metrics.step_seconds());
-  int64_t margin = 2;
-  if (step_seconds > 0)
-    margin =
-        std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms /
-                                                            1000.0 / step_seconds)));
-  PendingCheckpoint p;
-  p.id = state_.next_checkpoint_id();
-  p.step = MaxMemberStepLocked() + margin;
-  p.generation = generation_->number();
-  state_.set_next_checkpoint_id(p.id + 1);
-  Status st = PersistLocked();
-  if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
-  pending_checkpoint_ = p;
-  EmitLocked("checkpoint_requested",
-             "checkpoint " + std::to_string(p.id) + " at step " + std::to_string(p.step));
-  resp.set_checkpoint_id(p.id);
-  resp.set_step(p.step);
+  resp.set_checkpoint_id(pending_checkpoint_->id);
+  resp.set_step(pending_checkpoint_->step);
   return resp;
 }
 
@@ -88,16 +108,9 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
   if (pending_checkpoint_ && pending_checkpoint_->step != r.step())
     return AbortedError("checkpoint " + std::to_string(pending_checkpoint_->id) + " at step " +
                         std::to_string(pending_checkpoint_->step) + " is in progress");
-  if (!pending_checkpoint_) {
-    PendingCheckpoint p;
-    p.id = state_.next_checkpoint_id();
-    p.step = r.step();
-    p.generation = r.generation();
-    state_.set_next_checkpoint_id(p.id + 1);
-    Status st = PersistLocked();
-    if (!st.ok()) return UnavailableError("cannot persist state: " + st.message());
-    pending_checkpoint_ = p;
-  }
+  if (!pending_checkpoint_)
+    RETORT_RETURN_IF_ERROR(
+        StartPendingCheckpointLocked(r.step(), r.generation(), "begun by " + r.member_id()));
   v1::BeginCheckpointResponse resp;
   resp.set_checkpoint_id(pending_checkpoint_->id);
   resp.set_step(pending_checkpoint_->step);
@@ -189,14 +202,23 @@ Status Coordinator::CommitCheckpointLocked() {
 
 StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetCheckpointRequest& r) {
   uint64_t id;
+  google::protobuf::RepeatedField<uint64_t> committed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
     id = r.checkpoint_id() != 0 ? r.checkpoint_id() : state_.last_checkpoint_id();
+    committed = state_.committed_checkpoints();
   }
   v1::GetCheckpointResponse resp;
+  *resp.mutable_committed_checkpoints() = committed;
   if (id == 0) return resp;
-  std::string path = options_.checkpoint_dir + "/" + CheckpointDirName(id) + "/MANIFEST.json";
+  std::error_code ec;
+  std::string dir =
+      std::filesystem::absolute(options_.checkpoint_dir + "/" + CheckpointDirName(id), ec)
+          .lexically_normal()
+          .string();
+  if (ec) dir = options_.checkpoint_dir + "/" + CheckpointDirName(id);
+  std::string path = dir + "/MANIFEST.json";
   auto text = ReadFileToString(path);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return resp;
@@ -206,6 +228,7 @@ StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetChec
   if (!st.ok())
     return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
   resp.set_found(true);
+  resp.set_dir(dir);
   return resp;
 }
 

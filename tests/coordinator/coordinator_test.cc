@@ -77,6 +77,45 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  // Every member writes a 10-byte file and acks checkpoint `id` at `step`; returns whether the
+  // last ack committed it.
+  bool WriteAndAckCheckpoint(const std::vector<std::string>& ids, uint64_t gen, int64_t step) {
+    v1::BeginCheckpointRequest begin;
+    begin.set_member_id(ids[0]);
+    begin.set_generation(gen);
+    begin.set_step(step);
+    auto b = c_->BeginCheckpoint(begin);
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (!b.ok() || !MakeDirectories(b->dir()).ok()) return false;
+    bool committed = false;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::string file = "shard-" + std::to_string(i) + ".bin";
+      EXPECT_TRUE(WriteFileAtomically(b->dir() + "/" + file, "0123456789").ok());
+      v1::AckCheckpointRequest ack;
+      ack.set_member_id(ids[i]);
+      ack.set_generation(gen);
+      ack.set_checkpoint_id(b->checkpoint_id());
+      auto* f = ack.add_files();
+      f->set_path(file);
+      f->set_size_bytes(10);
+      f->set_rank(static_cast<int>(i));
+      auto resp = c_->AckCheckpoint(ack);
+      EXPECT_TRUE(resp.ok()) << resp.status();
+      committed = resp.ok() && resp->committed();
+    }
+    return committed;
+  }
+  // Heartbeat reporting `step` at `step_seconds` per step; returns the directives.
+  v1::Directives HeartbeatAtStep(const std::string& id, int64_t step, double step_seconds) {
+    v1::HeartbeatRequest hb;
+    hb.set_member_id(id);
+    hb.set_step(step);
+    hb.mutable_metrics()->set_step_seconds(step_seconds);
+    auto r = c_->Heartbeat(hb);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->directives() : v1::Directives();
+  }
+
   std::string dir_;
   CoordinatorOptions opts_;
   FakeClock clock_;
@@ -443,6 +482,96 @@ TEST_F(CoordinatorTest, CheckpointAckWithMissingFileDoesNotCommit) {
   f->set_path("../escape");
   EXPECT_EQ(c_->AckCheckpoint(ack).status().code(), StatusCode::kFailedPrecondition)
       << "the aborted checkpoint is no longer in progress";
+}
+
+TEST_F(CoordinatorTest, GetCheckpointReportsItsDirectoryAndTheCommittedIds) {
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t gen = listener_.seen.back()->number();
+  v1::GetCheckpointRequest get;
+  get.set_member_id(a);
+  auto none = c_->GetCheckpoint(get);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->found());
+  EXPECT_TRUE(none->dir().empty());
+  EXPECT_EQ(none->committed_checkpoints_size(), 0);
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, step));
+
+  auto latest = c_->GetCheckpoint(get);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_TRUE(latest->found());
+  EXPECT_EQ(latest->manifest().checkpoint_id(), 3u);
+  EXPECT_EQ(latest->manifest().step(), 30);
+  EXPECT_EQ(latest->dir(), opts_.state_dir + "/checkpoints/ckpt-00000003");
+  EXPECT_EQ(latest->dir()[0], '/') << "absolute";
+  EXPECT_TRUE(PathExists(latest->dir() + "/" + latest->manifest().files(0).path()));
+  EXPECT_EQ(std::vector<uint64_t>(latest->committed_checkpoints().begin(),
+                                  latest->committed_checkpoints().end()),
+            (std::vector<uint64_t>{2, 3}))
+      << "keep=2, oldest first";
+
+  get.set_checkpoint_id(2);
+  auto older = c_->GetCheckpoint(get);
+  ASSERT_TRUE(older.ok() && older->found()) << older.status();
+  EXPECT_EQ(older->manifest().step(), 20);
+  EXPECT_EQ(older->dir(), opts_.state_dir + "/checkpoints/ckpt-00000002");
+  get.set_checkpoint_id(1);
+  auto dropped = c_->GetCheckpoint(get);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_FALSE(dropped->found()) << "checkpoint 1 was deleted by keep=2";
+  EXPECT_EQ(dropped->committed_checkpoints_size(), 2);
+}
+
+TEST_F(CoordinatorTest, PeriodicCheckpointsAreNamedAheadOfTheMembers) {
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  opts_.state_dir = dir_ + "/periodic";
+  Restart(job);
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t gen = listener_.seen.back()->number();
+  // 1 s per step against 0.5 s heartbeats: the margin is 2 steps, so a checkpoint is named
+  // once the fastest member is within 4 steps of the next multiple of 10.
+  EXPECT_EQ(HeartbeatAtStep(a, 3, 1.0).checkpoint_id(), 0u);
+  EXPECT_EQ(HeartbeatAtStep(b, 5, 1.0).checkpoint_id(), 0u) << "6 steps away: not yet";
+  v1::Directives d = HeartbeatAtStep(b, 6, 1.0);
+  ASSERT_NE(d.checkpoint_id(), 0u) << "4 steps away: named";
+  EXPECT_EQ(d.checkpoint_step(), 10);
+  EXPECT_EQ(HeartbeatAtStep(a, 7, 1.0).checkpoint_step(), 10) << "every member hears of it";
+  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 10));
+  EXPECT_EQ(c_->GetStatus().last_checkpoint_step(), 10);
+
+  EXPECT_EQ(HeartbeatAtStep(a, 12, 1.0).checkpoint_id(), 0u);
+  // Members jumped to 29 (e.g. slow heartbeats): step 30 is too close to be heard in time, so
+  // the next checkpoint is 40, named once the members are within reach of it.
+  EXPECT_EQ(HeartbeatAtStep(a, 29, 1.0).checkpoint_id(), 0u);
+  d = HeartbeatAtStep(b, 36, 1.0);
+  ASSERT_NE(d.checkpoint_id(), 0u);
+  EXPECT_EQ(d.checkpoint_step(), 40);
+
+  // Fast steps widen the margin: 0.05 s per step -> 25 steps of margin.
+  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 40));
+  EXPECT_EQ(HeartbeatAtStep(b, 40, 0.05).checkpoint_id(), 0u) << "a still reports 1 s steps";
+  d = HeartbeatAtStep(a, 41, 0.05);
+  ASSERT_NE(d.checkpoint_id(), 0u);
+  EXPECT_EQ(d.checkpoint_step(), 70) << "first multiple of 10 at least 25 steps ahead of 41";
+
+  // A paused job names none.
+  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 70));
+  ASSERT_TRUE(c_->Pause().ok());
+  EXPECT_EQ(HeartbeatAtStep(a, 79, 1.0).checkpoint_id(), 0u);
+  ASSERT_TRUE(c_->Resume().ok());
+  EXPECT_EQ(HeartbeatAtStep(a, 79, 1.0).checkpoint_id(), 0u)
+      << "step 80 is within the margin now, step 90 not close yet";
+  d = HeartbeatAtStep(a, 86, 1.0);
+  EXPECT_EQ(d.checkpoint_step(), 90);
+}
+
+TEST_F(CoordinatorTest, NoPeriodicCheckpointsWithoutEverySteps) {
+  auto a = JoinOk("n0", 0);
+  Settle();
+  for (int64_t step : {1, 5, 10, 100, 1000})
+    EXPECT_EQ(HeartbeatAtStep(a, step, 1.0).checkpoint_id(), 0u) << step;
 }
 
 }  // namespace

@@ -1,0 +1,237 @@
+// Checkpoint write/read benchmark: writes a ZeRO-1 checkpoint of `--ranks` shards with
+// WriteShard (fsync + rename each) and, in the same run and directory, the same number of
+// bytes with `dd if=/dev/zero bs=4M conv=fsync` as the disk's sequential-write reference,
+// alternating the two for --repeat rounds. Then reads the whole buffer back at world size
+// --read-world with ReadRange (page cache dropped first with POSIX_FADV_DONTNEED), checks it
+// bit-exactly, and reads the same files with `dd of=/dev/null bs=4M` as the read reference.
+// Prints one JSON line per measurement and a comparison line per direction (MB = 1e6 bytes).
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/shard_file.h"
+#include "common/args.h"
+
+namespace {
+
+using retort::checkpoint::ReadRange;
+using retort::checkpoint::ShardView;
+using retort::checkpoint::WriteShard;
+using retort::v1::CheckpointManifest;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int64_t total_mib = 768;  // params + exp_avg + exp_avg_sq, all ranks
+  int ranks = 2;
+  int read_world = 3;
+  int repeat = 3;
+  std::string dir;  // default: a fresh directory under /tmp
+};
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+void PrintLine(const char* bench, const char* impl, int round, uint64_t bytes, double seconds) {
+  std::printf(
+      "{\"bench\":\"%s\",\"impl\":\"%s\",\"round\":%d,\"bytes\":%llu,\"seconds\":%.4f,"
+      "\"MBps\":%.1f}\n",
+      bench, impl, round, static_cast<unsigned long long>(bytes), seconds, bytes / seconds / 1e6);
+  std::fflush(stdout);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs argv to completion with stdout/stderr discarded; returns the wall time, or < 0.
+double RunTimed(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  auto start = Clock::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 1);
+    ::dup2(null_fd, 2);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    return -1;
+  return Seconds(start);
+}
+
+// Evicts a written (and fsynced) file from the page cache so the next read comes from disk.
+void DropFromPageCache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+retort::v1::ShardingPlan Plan(int64_t total, int world) {
+  retort::v1::ShardingPlan plan;
+  plan.set_total_elements(total);
+  plan.set_alignment(64);
+  const int64_t units = (total + 63) / 64;
+  for (int r = 0; r < world; ++r) {
+    auto* range = plan.add_ranges();
+    int64_t begin = std::min(total, units * r / world * 64);
+    int64_t end = std::min(total, units * (r + 1) / world * 64);
+    range->set_rank(r);
+    range->set_offset(begin);
+    range->set_count(end - begin);
+  }
+  return plan;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  retort::ArgParser args("checkpoint_bench [flags]",
+                         "WriteShard/ReadRange vs dd on the same filesystem, same bytes.");
+  args.AddInt("total-mib", &o.total_mib, "optimizer state of all ranks (3 float32 arrays), MiB");
+  args.AddInt("ranks", &o.ranks, "ranks writing the checkpoint (one after another)");
+  args.AddInt("read-world", &o.read_world, "world size the checkpoint is read back at");
+  args.AddInt("repeat", &o.repeat, "rounds of (retort, dd) writes");
+  args.AddString("dir", &o.dir, "scratch directory (default: new directory under /tmp)");
+  auto parsed = args.Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  if (!*parsed) return 0;
+  if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0) {
+    std::fprintf(stderr, "--total-mib, --ranks, --read-world and --repeat must be positive\n");
+    return 2;
+  }
+  if (o.dir.empty()) {
+    char tmpl[] = "/tmp/retort_ckpt_bench_XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    o.dir = tmpl;
+  }
+  const int64_t total = (o.total_mib << 20) / 12;
+  std::vector<float> params(total), exp_avg(total), exp_avg_sq(total);
+  for (int64_t i = 0; i < total; ++i) {
+    params[i] = static_cast<float>(i % 1000003) * 1e-3f;
+    exp_avg[i] = -params[i];
+    exp_avg_sq[i] = params[i] * params[i];
+  }
+  const retort::v1::ShardingPlan plan = Plan(total, o.ranks);
+
+  std::vector<double> ours_mbps, dd_mbps;
+  CheckpointManifest manifest;
+  uint64_t ckpt_bytes = 0;
+  for (int round = 0; round < o.repeat; ++round) {
+    const std::string ckpt_dir = o.dir + "/ckpt-" + std::to_string(round);
+    manifest.Clear();
+    manifest.set_checkpoint_id(static_cast<uint64_t>(round + 1));
+    manifest.set_step(1000);
+    manifest.set_generation(1);
+    manifest.set_world_size(o.ranks);
+    *manifest.mutable_plan() = plan;
+    ckpt_bytes = 0;
+    auto start = Clock::now();
+    for (const auto& r : plan.ranges()) {
+      ShardView v;
+      v.header.rank = r.rank();
+      v.header.world_size = o.ranks;
+      v.header.generation = 1;
+      v.header.global_step = 1000;
+      v.header.optimizer_step = 1000;
+      v.header.total_elements = total;
+      v.header.range_offset = r.offset();
+      v.header.range_count = r.count();
+      v.params = params.data() + r.offset();
+      v.exp_avg = exp_avg.data() + r.offset();
+      v.exp_avg_sq = exp_avg_sq.data() + r.offset();
+      auto ack = WriteShard(ckpt_dir, v);
+      if (!ack.ok()) {
+        std::fprintf(stderr, "WriteShard: %s\n", ack.status().ToString().c_str());
+        return 1;
+      }
+      ckpt_bytes += static_cast<uint64_t>(ack->size_bytes());
+      *manifest.add_files() = *ack;
+    }
+    double ours = Seconds(start);
+    PrintLine("checkpoint_write", "retort_WriteShard", round, ckpt_bytes, ours);
+    ours_mbps.push_back(ckpt_bytes / ours / 1e6);
+
+    const uint64_t block = 4 << 20;
+    const uint64_t blocks = (ckpt_bytes + block - 1) / block;
+    const std::string dd_file = o.dir + "/dd-" + std::to_string(round) + ".bin";
+    double dd = RunTimed({"dd", "if=/dev/zero", "of=" + dd_file, "bs=4M",
+                          "count=" + std::to_string(blocks), "conv=fsync"});
+    if (dd < 0) {
+      std::fprintf(stderr, "dd failed\n");
+      return 1;
+    }
+    PrintLine("checkpoint_write", "dd_bs4M_conv_fsync", round, blocks * block, dd);
+    dd_mbps.push_back(blocks * block / dd / 1e6);
+    std::filesystem::remove(dd_file);
+    if (round + 1 < o.repeat) std::filesystem::remove_all(ckpt_dir);
+  }
+  std::printf(
+      "{\"bench\":\"checkpoint_write\",\"compare\":\"retort_WriteShard/dd\",\"rounds\":%d,"
+      "\"retort_median_MBps\":%.1f,\"dd_median_MBps\":%.1f,\"ratio\":%.3f,\"target\":0.5}\n",
+      o.repeat, Median(ours_mbps), Median(dd_mbps), Median(ours_mbps) / Median(dd_mbps));
+
+  // Read-back at a different world size, from disk.
+  const std::string ckpt_dir = o.dir + "/ckpt-" + std::to_string(o.repeat - 1);
+  for (const auto& f : manifest.files()) DropFromPageCache(ckpt_dir + "/" + f.path());
+  const retort::v1::ShardingPlan read_plan = Plan(total, o.read_world);
+  auto start = Clock::now();
+  uint64_t read_bytes = 0;
+  bool exact = true;
+  for (const auto& r : read_plan.ranges()) {
+    auto got = ReadRange(ckpt_dir, manifest, r.offset(), r.count());
+    if (!got.ok()) {
+      std::fprintf(stderr, "ReadRange: %s\n", got.status().ToString().c_str());
+      return 1;
+    }
+    read_bytes += 12 * static_cast<uint64_t>(r.count());
+    exact = exact &&
+            std::memcmp(got->params.data(), params.data() + r.offset(), 4 * r.count()) == 0 &&
+            std::memcmp(got->exp_avg.data(), exp_avg.data() + r.offset(), 4 * r.count()) == 0 &&
+            std::memcmp(got->exp_avg_sq.data(), exp_avg_sq.data() + r.offset(), 4 * r.count()) == 0;
+  }
+  double read_s = Seconds(start);
+  PrintLine("checkpoint_read", "retort_ReadRange", 0, read_bytes, read_s);
+  for (const auto& f : manifest.files()) DropFromPageCache(ckpt_dir + "/" + f.path());
+  double dd_read = 0;
+  for (const auto& f : manifest.files()) {
+    double s = RunTimed({"dd", "if=" + ckpt_dir + "/" + f.path(), "of=/dev/null", "bs=4M"});
+    if (s < 0) {
+      std::fprintf(stderr, "dd read failed\n");
+      return 1;
+    }
+    dd_read += s;
+  }
+  PrintLine("checkpoint_read", "dd_bs4M_to_devnull", 0, ckpt_bytes, dd_read);
+  std::printf(
+      "{\"bench\":\"checkpoint_read\",\"compare\":\"retort_ReadRange/dd\",\"read_world\":%d,"
+      "\"write_world\":%d,\"bit_exact\":%s,\"retort_MBps\":%.1f,\"dd_MBps\":%.1f,\"ratio\":%.3f}\n",
+      o.read_world, o.ranks, exact ? "true" : "false", read_bytes / read_s / 1e6,
+      ckpt_bytes / dd_read / 1e6, (read_bytes / read_s) / (ckpt_bytes / dd_read));
+  std::filesystem::remove_all(o.dir);
+  return exact ? 0 : 1;
+}
