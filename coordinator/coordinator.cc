@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <regex>
 
 #include "common/file_util.h"
@@ -82,6 +83,13 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   if (options.settle_ms < 0 || options.tick_ms <= 0)
     return InvalidArgumentError("settle/tick must be >= 0");
   if (options.checkpoint_dir.empty()) options.checkpoint_dir = options.state_dir + "/checkpoints";
+  {
+    // Workers open checkpoint files by the paths the coordinator hands out: make them absolute
+    // so they do not depend on the coordinator's working directory.
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(options.checkpoint_dir, ec);
+    if (!ec) options.checkpoint_dir = absolute.lexically_normal().string();
+  }
   StateStore store(options.state_dir);
   auto loaded = store.Load();
   v1::CoordinatorState state;

@@ -7,6 +7,8 @@
 
 #include "checkpoint/shard_file.h"
 #include "common/logging.h"
+#include "trainer/flat_parameters.h"
+#include "trainer/sharded_adamw.h"
 #include "worker/training_session.h"
 
 namespace retort::worker {
@@ -81,8 +83,7 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
     auto file = checkpoint::WriteShard(started->dir(), view);
     if (file.ok()) {
       *ack.add_files() = *file;
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       LOG_INFO("trainer") << "checkpoint " << id << " at step " << step << ": wrote "
                           << file->size_bytes() << " bytes in " << seconds << " s to "
                           << started->dir() << "/" << file->path();
@@ -121,8 +122,7 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
     }
   }
   RETORT_RETURN_IF_ERROR(
-      comm_
-          ->Broadcast({table.data(), table.size() * 2, collectives::DataType::kFloat32}, 0)
+      comm_->Broadcast({table.data(), table.size() * 2, collectives::DataType::kFloat32}, 0)
           ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
   std::vector<uint64_t> ids;
   for (int64_t i = 0; i < table[0]; ++i) ids.push_back(static_cast<uint64_t>(table[1 + i]));
@@ -150,26 +150,27 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     } else if (!got->found()) {
       mine = NotFoundError("checkpoint " + std::to_string(id) + " has no manifest");
     } else if (got->manifest().plan().total_elements() != n) {
-      mine = FailedPreconditionError(
-          "checkpoint " + std::to_string(id) + " holds " +
-          std::to_string(got->manifest().plan().total_elements()) +
-          " parameters; this student has " + std::to_string(n));
+      mine = FailedPreconditionError("checkpoint " + std::to_string(id) + " holds " +
+                                     std::to_string(got->manifest().plan().total_elements()) +
+                                     " parameters; this student has " + std::to_string(n));
     } else {
-      auto read = checkpoint::ReadRangeInto(
-          got->dir(), got->manifest(), range.offset, range.count,
-          {own_p.data_ptr<float>(), own_m.data_ptr<float>(), own_v.data_ptr<float>()});
-      if (read.ok())
-        header = *read;
-      else
+      auto read = checkpoint::ReadRange(got->dir(), got->manifest(), range.offset, range.count);
+      if (read.ok()) {
+        header = read->header;
+        std::copy(read->params.begin(), read->params.end(), own_p.data_ptr<float>());
+        std::copy(read->exp_avg.begin(), read->exp_avg.end(), own_m.data_ptr<float>());
+        std::copy(read->exp_avg_sq.begin(), read->exp_avg_sq.end(), own_v.data_ptr<float>());
+      } else {
         mine = read.status();
+      }
     }
     if (!mine.ok())
       LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
     float failures = mine.ok() ? 0.f : 1.f;
-    RETORT_RETURN_IF_ERROR(
-        comm_->AllReduce({&failures, 1, collectives::DataType::kFloat32},
-                         collectives::ReduceOp::kSum)
-            ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+    RETORT_RETURN_IF_ERROR(comm_
+                               ->AllReduce({&failures, 1, collectives::DataType::kFloat32},
+                                           collectives::ReduceOp::kSum)
+                               ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
     if (failures > 0) {
       LOG_WARN("trainer") << "checkpoint " << id << " could not be read by " << failures
                           << " rank(s); trying the previous one";
@@ -182,11 +183,11 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     torch::Tensor p = torch::empty({n}), m = torch::zeros({n}), v = torch::zeros({n});
     RETORT_RETURN_IF_ERROR(
         comm_
-            ->AllGatherV({own_p.data_ptr<float>(), static_cast<size_t>(range.count),
-                          collectives::DataType::kFloat32},
-                         {p.data_ptr<float>(), static_cast<size_t>(n),
-                          collectives::DataType::kFloat32},
-                         counts)
+            ->AllGatherV(
+                {own_p.data_ptr<float>(), static_cast<size_t>(range.count),
+                 collectives::DataType::kFloat32},
+                {p.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+                counts)
             ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
     m.slice(0, range.offset, range.end()).copy_(own_m);
     v.slice(0, range.offset, range.end()).copy_(own_v);

@@ -147,6 +147,8 @@ class TrainingSession final : public GenerationHandler {
   std::vector<std::string> running_members_;           // GUARDED_BY(mu_)
   bool leaving_ = false;                               // GUARDED_BY(mu_)
   bool paused_ = false;                                // GUARDED_BY(mu_)
+  uint64_t pending_checkpoint_id_ = 0;                 // GUARDED_BY(mu_)
+  int64_t pending_checkpoint_step_ = 0;                // GUARDED_BY(mu_)
   bool training_done_ = false;                         // GUARDED_BY(mu_)
   bool started_ = false;                               // GUARDED_BY(mu_)
   Status result_;                                      // GUARDED_BY(mu_)
