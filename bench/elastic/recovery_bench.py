@@ -37,6 +37,7 @@ WORKERS = 2
 
 
 def analyse(rows, kill_ms, is_new, total_steps):
+    rows = sorted(rows, key=lambda r: r["time_unix_ms"])  # stable: file order within a ms
     old = [r for r in rows if not is_new(r)]
     new = [r for r in rows if is_new(r)]
     before = [r["step"] for r in rows if r["time_unix_ms"] <= kill_ms]
