@@ -25,6 +25,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatchWaitMs = 120000;
+// See Train(): how long a worker whose generation failed waits for the next one.
+constexpr int64_t kStuckGenerationMs = 10000;
 
 // Control flags all-reduced at every step boundary.
 enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
@@ -161,7 +163,8 @@ void TrainingSession::TrainingThread() {
                                : "training failed: " + s.message());
 }
 
-std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(uint64_t after) {
+std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(
+    uint64_t after, std::optional<Deadline> deadline, bool* timed_out) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (leaving_) return std::nullopt;
@@ -169,14 +172,32 @@ std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(ui
         latest_->generation.state() == v1::JOB_STATE_RUNNING &&
         latest_->generation.plan().total_elements() == parameter_count_)
       return latest_;
+    // Times out only when no newer generation formed at all (one that is waiting for more
+    // workers, or excludes this worker, is progress).
+    if (deadline && deadline->Expired() && !(latest_ && latest_->generation.number() > after)) {
+      *timed_out = true;
+      return std::nullopt;
+    }
     cv_.wait_for(lock, std::chrono::milliseconds(200));
   }
 }
 
 Status TrainingSession::Train() {
+  // After a failed generation, how long to wait for the coordinator's next one before forcing
+  // a membership change (when nobody died, nobody else would).
+  std::optional<Deadline> stuck_deadline;
   while (!done_) {
-    auto a = WaitForAssignment(active_generation_);
+    bool timed_out = false;
+    auto a = WaitForAssignment(active_generation_, stuck_deadline, &timed_out);
+    if (timed_out) {
+      LOG_WARN("trainer") << "no new generation " << kStuckGenerationMs << " ms after generation "
+                          << active_generation_ << " failed; leaving and re-joining to force one";
+      RejoinToRecover();
+      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      continue;
+    }
     if (!a) return Status::Ok();  // leaving before (or between) generations
+    stuck_deadline.reset();
     Status s = StartGeneration(*a);
     if (!s.ok()) {
       // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
@@ -184,18 +205,39 @@ Status TrainingSession::Train() {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " not started: " << s;
       ReportFailedPeers(*a, s);
       active_generation_ = a->generation.number();
+      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
       continue;
     }
     s = RunSteps(*a);
     if (!s.ok()) {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;
       ReportFailedPeers(*a, s);
+      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (leaving_ && !done_) return Status::Ok();
   }
   return Status::Ok();
+}
+
+void TrainingSession::RejoinToRecover() {
+  std::string member_id;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!latest_) return;
+    member_id = latest_->member_id;
+    generation = latest_->generation.number();
+  }
+  // Leaving changes membership, so the coordinator forms a new generation; the agent's next
+  // heartbeat finds this member gone and joins again under a new id (with its state intact).
+  v1::LeaveRequest leave;
+  leave.set_member_id(member_id);
+  leave.set_reason("generation " + std::to_string(generation) +
+                   " failed and no newer one formed; re-joining");
+  Status s = client_->Leave(leave);
+  if (!s.ok()) LOG_WARN("trainer") << "leave to re-join failed: " << s;
 }
 
 Status TrainingSession::StartGeneration(const Assignment& a) {

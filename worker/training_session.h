@@ -73,8 +73,12 @@ class TrainingSession final : public GenerationHandler {
   Status Setup(const v1::JobSpec& job);
   void TrainingThread();
   Status Train();
-  // Waits for a generation newer than `after` that includes this worker and is running.
-  std::optional<Assignment> WaitForAssignment(uint64_t after);
+  // Waits for a generation newer than `after` that includes this worker and is running;
+  // nullopt when leaving, or (with *timed_out set) when `deadline` passes first.
+  std::optional<Assignment> WaitForAssignment(uint64_t after, std::optional<Deadline> deadline,
+                                              bool* timed_out);
+  // Leaves the job so the coordinator forms a new generation; the agent re-joins.
+  void RejoinToRecover();
   Status StartGeneration(const Assignment& a);
   // Runs steps until the job is done (returns OK and sets done_), or a switch/leave is agreed.
   Status RunSteps(const Assignment& a);
