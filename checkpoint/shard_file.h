@@ -111,6 +111,19 @@ struct RangeState {
 StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManifest& manifest,
                                int64_t offset, int64_t count);
 
+// Where ReadRangeInto puts elements [offset, offset+count): count floats each.
+struct RangeBuffers {
+  float* params = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+};
+
+// ReadRange into caller-owned memory (e.g. the rank's own optimizer state), without the
+// intermediate vectors. Same checks and errors; returns the header as RangeState.header. On
+// error the buffers may hold part of the range.
+StatusOr<ShardHeader> ReadRangeInto(const std::string& dir, const v1::CheckpointManifest& manifest,
+                                    int64_t offset, int64_t count, const RangeBuffers& out);
+
 // Reads every file the manifest lists in full and checks its size and whole-file CRC32C
 // against the manifest (a thorough check for tools and tests). Mismatch -> DATA_LOSS.
 Status VerifyCheckpoint(const std::string& dir, const v1::CheckpointManifest& manifest);
