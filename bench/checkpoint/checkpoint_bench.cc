@@ -36,8 +36,9 @@ struct Options {
   int ranks = 2;
   int read_world = 3;
   int repeat = 3;
-  bool parallel = false;  // ranks write at the same time (threads), as separate workers would
-  std::string dir;        // default: a fresh directory under /tmp
+  int64_t writeback_mib = 64;  // WriteOptions::writeback_every_bytes, MiB (0 = fsync only)
+  bool parallel = false;       // ranks write at the same time (threads), as separate workers would
+  std::string dir;             // default: a fresh directory under /tmp
 };
 
 double Seconds(Clock::time_point since) {
@@ -113,6 +114,8 @@ int main(int argc, char** argv) {
   args.AddInt("ranks", &o.ranks, "ranks writing the checkpoint (one after another)");
   args.AddInt("read-world", &o.read_world, "world size the checkpoint is read back at");
   args.AddInt("repeat", &o.repeat, "rounds of (retort, dd) writes");
+  args.AddInt("writeback-mib", &o.writeback_mib,
+              "start writeback every this many MiB written (0: only the closing fsync)");
   args.AddBool("parallel", &o.parallel, "ranks write concurrently (one thread each)");
   args.AddString("dir", &o.dir, "scratch directory (default: new directory under /tmp)");
   auto parsed = args.Parse(argc, argv);
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!*parsed) return 0;
-  if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0) {
+  if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0 ||
+      o.writeback_mib < 0) {
     std::fprintf(stderr, "--total-mib, --ranks, --read-world and --repeat must be positive\n");
     return 2;
   }
@@ -145,7 +149,8 @@ int main(int argc, char** argv) {
   std::vector<double> ours_mbps, dd_mbps;
   CheckpointManifest manifest;
   uint64_t ckpt_bytes = 0;
-  for (int round = 0; round < o.repeat; ++round) {
+  // Writes round `round`'s checkpoint with WriteShard; fills manifest and ckpt_bytes.
+  auto write_checkpoint = [&](int round) -> bool {
     const std::string ckpt_dir = o.dir + "/ckpt-" + std::to_string(round);
     manifest.Clear();
     manifest.set_checkpoint_id(static_cast<uint64_t>(round + 1));
@@ -170,7 +175,9 @@ int main(int argc, char** argv) {
       v.params = params.data() + r.offset();
       v.exp_avg = exp_avg.data() + r.offset();
       v.exp_avg_sq = exp_avg_sq.data() + r.offset();
-      acks[rank] = WriteShard(ckpt_dir, v);
+      retort::checkpoint::WriteOptions options;
+      options.writeback_every_bytes = static_cast<uint64_t>(o.writeback_mib) << 20;
+      acks[rank] = WriteShard(ckpt_dir, v, options);
     };
     auto start = Clock::now();
     if (o.parallel) {
@@ -184,27 +191,39 @@ int main(int argc, char** argv) {
     for (const auto& ack : acks) {
       if (!ack.ok()) {
         std::fprintf(stderr, "WriteShard: %s\n", ack.status().ToString().c_str());
-        return 1;
+        return false;
       }
       ckpt_bytes += static_cast<uint64_t>(ack->size_bytes());
       *manifest.add_files() = *ack;
     }
-    PrintLine("checkpoint_write", "retort_WriteShard", round, ckpt_bytes, ours);
+    std::string impl = std::string("retort_WriteShard") + (o.parallel ? "_parallel" : "") +
+                       (o.writeback_mib == 0 ? "_fsync_only" : "");
+    PrintLine("checkpoint_write", impl.c_str(), round, ckpt_bytes, ours);
     ours_mbps.push_back(ckpt_bytes / ours / 1e6);
-
-    const uint64_t block = 4 << 20;
-    const uint64_t blocks = (ckpt_bytes + block - 1) / block;
+    return true;
+  };
+  // The same number of bytes with dd (4 MiB blocks, one fsync at the end).
+  auto write_dd = [&](int round, uint64_t bytes) -> bool {
     const std::string dd_file = o.dir + "/dd-" + std::to_string(round) + ".bin";
-    double dd = RunTimed({"dd", "if=/dev/zero", "of=" + dd_file, "bs=4M",
-                          "count=" + std::to_string(blocks), "conv=fsync"});
+    double dd = RunTimed({"dd", "if=/dev/zero", "of=" + dd_file, "bs=4M", "iflag=count_bytes",
+                          "count=" + std::to_string(bytes), "conv=fsync"});
     if (dd < 0) {
       std::fprintf(stderr, "dd failed\n");
-      return 1;
+      return false;
     }
-    PrintLine("checkpoint_write", "dd_bs4M_conv_fsync", round, blocks * block, dd);
-    dd_mbps.push_back(blocks * block / dd / 1e6);
+    PrintLine("checkpoint_write", "dd_bs4M_conv_fsync", round, bytes, dd);
+    dd_mbps.push_back(bytes / dd / 1e6);
     std::filesystem::remove(dd_file);
-    if (round + 1 < o.repeat) std::filesystem::remove_all(ckpt_dir);
+    return true;
+  };
+  for (int round = 0; round < o.repeat; ++round) {
+    // Alternate which goes first, so neither always inherits the other's writeback.
+    if (round % 2 == 0 || ckpt_bytes == 0) {
+      if (!write_checkpoint(round) || !write_dd(round, ckpt_bytes)) return 1;
+    } else {
+      if (!write_dd(round, ckpt_bytes) || !write_checkpoint(round)) return 1;
+    }
+    if (round + 1 < o.repeat) std::filesystem::remove_all(o.dir + "/ckpt-" + std::to_string(round));
   }
   std::printf(
       "{\"bench\":\"checkpoint_write\",\"compare\":\"retort_WriteShard/dd\",\"rounds\":%d,"
