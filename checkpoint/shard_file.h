@@ -50,7 +50,7 @@ namespace retort::checkpoint {
 struct ShardHeader {
   int32_t rank = 0;
   int32_t world_size = 0;
-  // Must equal the manifest's generation and step (ReadRange checks it).
+  // Must equal the manifest's generation and step (ReadRange checks both).
   uint64_t generation = 0;
   uint64_t seed = 0;
   int64_t global_step = 0;
@@ -87,8 +87,10 @@ std::string ShardFileName(int32_t rank);
 // CRC32C, rank). Bad header -> INVALID_ARGUMENT. An I/O error removes the temp file and returns
 // an error naming the path, the operation and the errno text: RESOURCE_EXHAUSTED for ENOSPC,
 // EDQUOT and EFBIG, PERMISSION_DENIED for EACCES, EPERM and EROFS, INTERNAL otherwise (EIO);
-// no other file in dir is touched. A process that sets
-// RLIMIT_FSIZE must ignore SIGXFSZ to get EFBIG instead of being killed.
+// no other file in dir is touched (an existing file of the same rank is replaced only by a
+// successful write). A process that sets RLIMIT_FSIZE must ignore SIGXFSZ to get EFBIG instead
+// of being killed. The caller sets header.generation and header.global_step to the
+// checkpoint's generation and step: ReadRange checks them against the manifest.
 StatusOr<v1::CheckpointFile> WriteShard(const std::string& dir, const ShardView& shard,
                                         const WriteOptions& options = WriteOptions());
 
@@ -110,6 +112,19 @@ struct RangeState {
 // count == 0 reads one header (of the shard holding `offset`) and no data.
 StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManifest& manifest,
                                int64_t offset, int64_t count);
+
+// Where ReadRangeInto puts elements [offset, offset+count): count floats each.
+struct RangeBuffers {
+  float* params = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+};
+
+// ReadRange into caller-owned memory (e.g. the rank's own optimizer state), without the
+// intermediate vectors. Same checks and errors; returns the header as RangeState.header. On
+// error the buffers may hold part of the range.
+StatusOr<ShardHeader> ReadRangeInto(const std::string& dir, const v1::CheckpointManifest& manifest,
+                                    int64_t offset, int64_t count, const RangeBuffers& out);
 
 // Reads every file the manifest lists in full and checks its size and whole-file CRC32C
 // against the manifest (a thorough check for tools and tests). Mismatch -> DATA_LOSS.

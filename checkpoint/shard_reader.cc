@@ -279,19 +279,18 @@ Status CheckAgrees(const ShardHeader& first, const std::string& first_path, cons
 
 }  // namespace
 
-StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManifest& manifest,
-                               int64_t offset, int64_t count) {
+StatusOr<ShardHeader> ReadRangeInto(const std::string& dir, const v1::CheckpointManifest& manifest,
+                                    int64_t offset, int64_t count, const RangeBuffers& out) {
   RETORT_ASSIGN_OR_RETURN(ManifestIndex index, IndexManifest(manifest));
   if (offset < 0 || count < 0 || offset > index.total_elements ||
       count > index.total_elements - offset)
     return OutOfRangeError("checkpoint read [" + std::to_string(offset) + ", +" +
                            std::to_string(count) + ") is not inside [0, " +
                            std::to_string(index.total_elements) + ")");
-  RangeState out;
-  out.params.resize(static_cast<size_t>(count));
-  out.exp_avg.resize(static_cast<size_t>(count));
-  out.exp_avg_sq.resize(static_cast<size_t>(count));
-  std::vector<float>* dest[kArrays] = {&out.params, &out.exp_avg, &out.exp_avg_sq};
+  if (count > 0 && (!out.params || !out.exp_avg || !out.exp_avg_sq))
+    return InvalidArgumentError("checkpoint read: destination buffers must be non-null");
+  float* dest[kArrays] = {out.params, out.exp_avg, out.exp_avg_sq};
+  ShardHeader header;
   std::string first_path;
   const int64_t end = offset + count;
   for (int rank = 0; rank < static_cast<int>(index.range_of_rank.size()); ++rank) {
@@ -304,25 +303,47 @@ StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManif
     if (!overlaps && !header_only) continue;
     RETORT_ASSIGN_OR_RETURN(OpenShard s, OpenAndCheckShard(dir, manifest, index, rank));
     if (first_path.empty()) {
-      out.header = s.layout.header;
-      out.header.range_offset = offset;
-      out.header.range_count = count;
+      header = s.layout.header;
+      header.range_offset = offset;
+      header.range_count = count;
       first_path = s.path;
     } else {
-      RETORT_RETURN_IF_ERROR(CheckAgrees(out.header, first_path, s));
+      RETORT_RETURN_IF_ERROR(CheckAgrees(header, first_path, s));
     }
     if (!overlaps) continue;
     RETORT_RETURN_IF_ERROR(LoadChunkTable(&s));
     const uint64_t byte_lo = static_cast<uint64_t>(lo - r.offset()) * internal::kElementBytes;
     const uint64_t byte_hi = static_cast<uint64_t>(hi - r.offset()) * internal::kElementBytes;
+    // Ask for all three slices up front so the disk works while chunks are verified and copied.
     for (uint32_t a = 0; a < kArrays; ++a) {
-      auto* d = reinterpret_cast<unsigned char*>(dest[a]->data() + (lo - offset));
+      const uint64_t from = byte_lo / s.layout.chunk_bytes * s.layout.chunk_bytes;
+      const uint64_t to =
+          std::min(s.layout.array_bytes, (byte_hi + s.layout.chunk_bytes - 1) /
+                                             s.layout.chunk_bytes * s.layout.chunk_bytes);
+      (void)::posix_fadvise(s.fd->get(), static_cast<off_t>(s.layout.ArrayOffset(a) + from),
+                            static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
+    }
+    for (uint32_t a = 0; a < kArrays; ++a) {
+      auto* d = reinterpret_cast<unsigned char*>(dest[a] + (lo - offset));
       RETORT_RETURN_IF_ERROR(ReadArrayBytes(s, a, byte_lo, byte_hi, d));
     }
   }
   if (first_path.empty())
     return DataLossError("checkpoint manifest " + std::to_string(manifest.checkpoint_id()) +
                          ": no shard holds element " + std::to_string(offset));
+  return header;
+}
+
+StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManifest& manifest,
+                               int64_t offset, int64_t count) {
+  RangeState out;
+  if (count > 0) {
+    out.params.resize(static_cast<size_t>(count));
+    out.exp_avg.resize(static_cast<size_t>(count));
+    out.exp_avg_sq.resize(static_cast<size_t>(count));
+  }
+  RangeBuffers buffers{out.params.data(), out.exp_avg.data(), out.exp_avg_sq.data()};
+  RETORT_ASSIGN_OR_RETURN(out.header, ReadRangeInto(dir, manifest, offset, count, buffers));
   return out;
 }
 

@@ -180,7 +180,10 @@ class Coordinator {
   std::map<std::string, std::string> kv_;                // GUARDED_BY(mu_), current generation
   size_t kv_bytes_ = 0;                                  // GUARDED_BY(mu_)
   std::optional<PendingCheckpoint> pending_checkpoint_;  // GUARDED_BY(mu_)
-  bool finished_ = false;                                // GUARDED_BY(mu_)
+  // Step of the last periodic checkpoint started (committed or not): a failed one is not
+  // retried at the same step.
+  int64_t last_periodic_step_ = 0;  // GUARDED_BY(mu_)
+  bool finished_ = false;           // GUARDED_BY(mu_)
 
   mutable std::mutex subs_mu_;
   std::set<GenerationListener*> generation_listeners_;  // GUARDED_BY(subs_mu_)

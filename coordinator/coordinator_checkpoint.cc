@@ -73,14 +73,20 @@ void Coordinator::MaybeStartPeriodicCheckpointLocked() {
     return;
   const int64_t margin = CheckpointMarginStepsLocked();
   const int64_t fastest = MaxMemberStepLocked();
-  // The first multiple every member can still hear of in time, after the last committed one.
+  // The first multiple every member can still hear of in time, after the last committed or
+  // attempted one.
   int64_t target = (fastest + margin + every - 1) / every * every;
-  target = std::max(target, (state_.last_checkpoint_step() / every + 1) * every);
+  const int64_t done = std::max(state_.last_checkpoint_step(), last_periodic_step_);
+  target = std::max(target, (done / every + 1) * every);
   if (target - fastest > 2 * margin) return;  // not close yet
   if (state_.job().steps() > 0 && target > state_.job().steps()) return;
   Status st = StartPendingCheckpointLocked(target, generation_->number(),
                                            "every " + std::to_string(every) + " steps");
-  if (!st.ok()) LOG_ERROR("coordinator") << "periodic checkpoint at step " << target << ": " << st;
+  if (!st.ok()) {
+    LOG_ERROR("coordinator") << "periodic checkpoint at step " << target << ": " << st;
+    return;
+  }
+  last_periodic_step_ = target;
 }
 
 StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {

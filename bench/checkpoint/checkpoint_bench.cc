@@ -4,6 +4,7 @@
 // alternating the two for --repeat rounds. Then reads the whole buffer back at world size
 // --read-world with ReadRange (page cache dropped first with POSIX_FADV_DONTNEED), checks it
 // bit-exactly, and reads the same files with `dd of=/dev/null bs=4M` as the read reference.
+// Also times both reads again from the page cache. --parallel writes the ranks concurrently.
 // Prints one JSON line per measurement and a comparison line per direction (MB = 1e6 bytes).
 #include <fcntl.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/shard_file.h"
@@ -34,7 +36,9 @@ struct Options {
   int ranks = 2;
   int read_world = 3;
   int repeat = 3;
-  std::string dir;  // default: a fresh directory under /tmp
+  int64_t writeback_mib = 64;  // WriteOptions::writeback_every_bytes, MiB (0 = fsync only)
+  bool parallel = false;       // ranks write at the same time (threads), as separate workers would
+  std::string dir;             // default: a fresh directory under /tmp
 };
 
 double Seconds(Clock::time_point since) {
@@ -110,6 +114,9 @@ int main(int argc, char** argv) {
   args.AddInt("ranks", &o.ranks, "ranks writing the checkpoint (one after another)");
   args.AddInt("read-world", &o.read_world, "world size the checkpoint is read back at");
   args.AddInt("repeat", &o.repeat, "rounds of (retort, dd) writes");
+  args.AddInt("writeback-mib", &o.writeback_mib,
+              "start writeback every this many MiB written (0: only the closing fsync)");
+  args.AddBool("parallel", &o.parallel, "ranks write concurrently (one thread each)");
   args.AddString("dir", &o.dir, "scratch directory (default: new directory under /tmp)");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -117,7 +124,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!*parsed) return 0;
-  if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0) {
+  if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0 ||
+      o.writeback_mib < 0) {
     std::fprintf(stderr, "--total-mib, --ranks, --read-world and --repeat must be positive\n");
     return 2;
   }
@@ -141,7 +149,8 @@ int main(int argc, char** argv) {
   std::vector<double> ours_mbps, dd_mbps;
   CheckpointManifest manifest;
   uint64_t ckpt_bytes = 0;
-  for (int round = 0; round < o.repeat; ++round) {
+  // Writes round `round`'s checkpoint with WriteShard; fills manifest and ckpt_bytes.
+  auto write_checkpoint = [&](int round) -> bool {
     const std::string ckpt_dir = o.dir + "/ckpt-" + std::to_string(round);
     manifest.Clear();
     manifest.set_checkpoint_id(static_cast<uint64_t>(round + 1));
@@ -150,8 +159,10 @@ int main(int argc, char** argv) {
     manifest.set_world_size(o.ranks);
     *manifest.mutable_plan() = plan;
     ckpt_bytes = 0;
-    auto start = Clock::now();
-    for (const auto& r : plan.ranges()) {
+    std::vector<retort::StatusOr<retort::v1::CheckpointFile>> acks(
+        o.ranks, retort::InternalError("not written"));
+    auto write_rank = [&](int rank) {
+      const auto& r = plan.ranges(rank);
       ShardView v;
       v.header.rank = r.rank();
       v.header.world_size = o.ranks;
@@ -164,31 +175,55 @@ int main(int argc, char** argv) {
       v.params = params.data() + r.offset();
       v.exp_avg = exp_avg.data() + r.offset();
       v.exp_avg_sq = exp_avg_sq.data() + r.offset();
-      auto ack = WriteShard(ckpt_dir, v);
+      retort::checkpoint::WriteOptions options;
+      options.writeback_every_bytes = static_cast<uint64_t>(o.writeback_mib) << 20;
+      acks[rank] = WriteShard(ckpt_dir, v, options);
+    };
+    auto start = Clock::now();
+    if (o.parallel) {
+      std::vector<std::thread> threads;
+      for (int rank = 0; rank < o.ranks; ++rank) threads.emplace_back(write_rank, rank);
+      for (auto& t : threads) t.join();
+    } else {
+      for (int rank = 0; rank < o.ranks; ++rank) write_rank(rank);
+    }
+    double ours = Seconds(start);
+    for (const auto& ack : acks) {
       if (!ack.ok()) {
         std::fprintf(stderr, "WriteShard: %s\n", ack.status().ToString().c_str());
-        return 1;
+        return false;
       }
       ckpt_bytes += static_cast<uint64_t>(ack->size_bytes());
       *manifest.add_files() = *ack;
     }
-    double ours = Seconds(start);
-    PrintLine("checkpoint_write", "retort_WriteShard", round, ckpt_bytes, ours);
+    std::string impl = std::string("retort_WriteShard") + (o.parallel ? "_parallel" : "") +
+                       (o.writeback_mib == 0 ? "_fsync_only" : "");
+    PrintLine("checkpoint_write", impl.c_str(), round, ckpt_bytes, ours);
     ours_mbps.push_back(ckpt_bytes / ours / 1e6);
-
-    const uint64_t block = 4 << 20;
-    const uint64_t blocks = (ckpt_bytes + block - 1) / block;
+    return true;
+  };
+  // The same number of bytes with dd (4 MiB blocks, one fsync at the end).
+  auto write_dd = [&](int round, uint64_t bytes) -> bool {
     const std::string dd_file = o.dir + "/dd-" + std::to_string(round) + ".bin";
-    double dd = RunTimed({"dd", "if=/dev/zero", "of=" + dd_file, "bs=4M",
-                          "count=" + std::to_string(blocks), "conv=fsync"});
+    double dd = RunTimed({"dd", "if=/dev/zero", "of=" + dd_file, "bs=4M", "iflag=count_bytes",
+                          "count=" + std::to_string(bytes), "conv=fsync"});
     if (dd < 0) {
       std::fprintf(stderr, "dd failed\n");
-      return 1;
+      return false;
     }
-    PrintLine("checkpoint_write", "dd_bs4M_conv_fsync", round, blocks * block, dd);
-    dd_mbps.push_back(blocks * block / dd / 1e6);
+    PrintLine("checkpoint_write", "dd_bs4M_conv_fsync", round, bytes, dd);
+    dd_mbps.push_back(bytes / dd / 1e6);
     std::filesystem::remove(dd_file);
-    if (round + 1 < o.repeat) std::filesystem::remove_all(ckpt_dir);
+    return true;
+  };
+  for (int round = 0; round < o.repeat; ++round) {
+    // Alternate which goes first, so neither always inherits the other's writeback.
+    if (round % 2 == 0 || ckpt_bytes == 0) {
+      if (!write_checkpoint(round) || !write_dd(round, ckpt_bytes)) return 1;
+    } else {
+      if (!write_dd(round, ckpt_bytes) || !write_checkpoint(round)) return 1;
+    }
+    if (round + 1 < o.repeat) std::filesystem::remove_all(o.dir + "/ckpt-" + std::to_string(round));
   }
   std::printf(
       "{\"bench\":\"checkpoint_write\",\"compare\":\"retort_WriteShard/dd\",\"rounds\":%d,"
@@ -216,6 +251,26 @@ int main(int argc, char** argv) {
   }
   double read_s = Seconds(start);
   PrintLine("checkpoint_read", "retort_ReadRange", 0, read_bytes, read_s);
+  // Again with the files in the page cache: the CPU cost (allocation, copies, chunk CRCs).
+  start = Clock::now();
+  for (const auto& r : read_plan.ranges())
+    if (!ReadRange(ckpt_dir, manifest, r.offset(), r.count()).ok()) return 1;
+  PrintLine("checkpoint_read_page_cache", "retort_ReadRange", 0, read_bytes, Seconds(start));
+  // From disk into buffers that already exist (as a trainer restoring its own state would):
+  // no allocation or page faults in the timed part.
+  std::vector<float> into_params(total, 1.f), into_avg(total, 1.f), into_avg_sq(total, 1.f);
+  for (const auto& f : manifest.files()) DropFromPageCache(ckpt_dir + "/" + f.path());
+  start = Clock::now();
+  for (const auto& r : read_plan.ranges()) {
+    retort::checkpoint::RangeBuffers out{into_params.data() + r.offset(),
+                                         into_avg.data() + r.offset(),
+                                         into_avg_sq.data() + r.offset()};
+    if (!retort::checkpoint::ReadRangeInto(ckpt_dir, manifest, r.offset(), r.count(), out).ok())
+      return 1;
+  }
+  const double into_s = Seconds(start);
+  PrintLine("checkpoint_read", "retort_ReadRangeInto", 0, read_bytes, into_s);
+  exact = exact && into_params == params && into_avg == exp_avg && into_avg_sq == exp_avg_sq;
   for (const auto& f : manifest.files()) DropFromPageCache(ckpt_dir + "/" + f.path());
   double dd_read = 0;
   for (const auto& f : manifest.files()) {
@@ -227,11 +282,18 @@ int main(int argc, char** argv) {
     dd_read += s;
   }
   PrintLine("checkpoint_read", "dd_bs4M_to_devnull", 0, ckpt_bytes, dd_read);
+  double dd_warm = 0;
+  for (const auto& f : manifest.files())
+    dd_warm += RunTimed({"dd", "if=" + ckpt_dir + "/" + f.path(), "of=/dev/null", "bs=4M"});
+  PrintLine("checkpoint_read_page_cache", "dd_bs4M_to_devnull", 0, ckpt_bytes, dd_warm);
+  const double dd_read_mbps = ckpt_bytes / dd_read / 1e6;
   std::printf(
-      "{\"bench\":\"checkpoint_read\",\"compare\":\"retort_ReadRange/dd\",\"read_world\":%d,"
-      "\"write_world\":%d,\"bit_exact\":%s,\"retort_MBps\":%.1f,\"dd_MBps\":%.1f,\"ratio\":%.3f}\n",
+      "{\"bench\":\"checkpoint_read\",\"compare\":\"retort/dd\",\"read_world\":%d,"
+      "\"write_world\":%d,\"bit_exact\":%s,\"ReadRange_MBps\":%.1f,\"ReadRangeInto_MBps\":%.1f,"
+      "\"dd_MBps\":%.1f,\"ReadRange_ratio\":%.3f,\"ReadRangeInto_ratio\":%.3f}\n",
       o.read_world, o.ranks, exact ? "true" : "false", read_bytes / read_s / 1e6,
-      ckpt_bytes / dd_read / 1e6, (read_bytes / read_s) / (ckpt_bytes / dd_read));
+      read_bytes / into_s / 1e6, dd_read_mbps, read_bytes / read_s / 1e6 / dd_read_mbps,
+      read_bytes / into_s / 1e6 / dd_read_mbps);
   std::filesystem::remove_all(o.dir);
   return exact ? 0 : 1;
 }

@@ -153,6 +153,37 @@ TEST_F(ShardFileTest, ReadOpensOnlyOverlappingShards) {
   EXPECT_NE(bad.status().message().find("shard-00002.bin"), std::string::npos) << bad.status();
 }
 
+TEST_F(ShardFileTest, ReadRangeIntoFillsCallerBuffers) {
+  const int64_t total = 2000;
+  const FullState state = MakeState(total, 7);
+  const std::string dir = root_ + "/into";
+  WriteOptions options;
+  options.chunk_bytes = 128;
+  v1::CheckpointManifest m = WriteCheckpoint(dir, state, MakePlan(total, 3, 64), options);
+  // The new rank 1 of 4 reads its range straight into its own (reused) state buffers.
+  FullState mine = MakeState(total, 8);
+  const v1::ShardingPlan plan = MakePlan(total, 4, 64);
+  const auto& r = plan.ranges(1);
+  RangeBuffers out{mine.params.data() + r.offset(), mine.exp_avg.data() + r.offset(),
+                   mine.exp_avg_sq.data() + r.offset()};
+  auto header = ReadRangeInto(dir, m, r.offset(), r.count(), out);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->range_offset, r.offset());
+  EXPECT_EQ(header->optimizer_step, 299);
+  RangeState view;
+  view.params.assign(mine.params.begin() + r.offset(),
+                     mine.params.begin() + r.offset() + r.count());
+  view.exp_avg.assign(mine.exp_avg.begin() + r.offset(),
+                      mine.exp_avg.begin() + r.offset() + r.count());
+  view.exp_avg_sq.assign(mine.exp_avg_sq.begin() + r.offset(),
+                         mine.exp_avg_sq.begin() + r.offset() + r.count());
+  EXPECT_TRUE(SameBits(view, state, r.offset(), r.count()));
+  EXPECT_NE(std::memcmp(mine.params.data(), state.params.data(), 4 * r.offset()), 0)
+      << "elements outside the range are untouched";
+  EXPECT_EQ(ReadRangeInto(dir, m, 0, 10, RangeBuffers()).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(ShardFileTest, BadShardsAreInvalidArgument) {
   ShardView v;
   v.header = BaseHeader(100);

@@ -567,6 +567,28 @@ TEST_F(CoordinatorTest, PeriodicCheckpointsAreNamedAheadOfTheMembers) {
   EXPECT_EQ(d.checkpoint_step(), 90);
 }
 
+TEST_F(CoordinatorTest, FailedPeriodicCheckpointIsNotRetriedAtTheSameStep) {
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  opts_.state_dir = dir_ + "/periodic-fail";
+  Restart(job);
+  auto a = JoinOk("n0", 0);
+  Settle();
+  v1::Directives d = HeartbeatAtStep(a, 7, 1.0);
+  ASSERT_NE(d.checkpoint_id(), 0u);
+  ASSERT_EQ(d.checkpoint_step(), 10);
+  v1::AckCheckpointRequest ack;
+  ack.set_member_id(a);
+  ack.set_generation(listener_.seen.back()->number());
+  ack.set_checkpoint_id(d.checkpoint_id());
+  ack.set_error("write shard: No space left on device");
+  ASSERT_TRUE(c_->AckCheckpoint(ack).ok());
+  EXPECT_EQ(HeartbeatAtStep(a, 7, 1.0).checkpoint_id(), 0u) << "step 10 failed once: skip it";
+  d = HeartbeatAtStep(a, 16, 1.0);
+  EXPECT_EQ(d.checkpoint_step(), 20);
+  EXPECT_GT(d.checkpoint_id(), ack.checkpoint_id());
+}
+
 TEST_F(CoordinatorTest, NoPeriodicCheckpointsWithoutEverySteps) {
   auto a = JoinOk("n0", 0);
   Settle();
