@@ -154,15 +154,13 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
                                      std::to_string(got->manifest().plan().total_elements()) +
                                      " parameters; this student has " + std::to_string(n));
     } else {
-      auto read = checkpoint::ReadRange(got->dir(), got->manifest(), range.offset, range.count);
-      if (read.ok()) {
-        header = read->header;
-        std::copy(read->params.begin(), read->params.end(), own_p.data_ptr<float>());
-        std::copy(read->exp_avg.begin(), read->exp_avg.end(), own_m.data_ptr<float>());
-        std::copy(read->exp_avg_sq.begin(), read->exp_avg_sq.end(), own_v.data_ptr<float>());
-      } else {
+      auto read = checkpoint::ReadRangeInto(
+          got->dir(), got->manifest(), range.offset, range.count,
+          {own_p.data_ptr<float>(), own_m.data_ptr<float>(), own_v.data_ptr<float>()});
+      if (read.ok())
+        header = *read;
+      else
         mine = read.status();
-      }
     }
     if (!mine.ok())
       LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
