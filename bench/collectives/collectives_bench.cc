@@ -32,6 +32,8 @@ struct BenchOptions {
   int local_size = 1;
   std::string transports = "posix,cma,tcp,self";
   int64_t spin_us = 20;
+  int64_t cma_min_bytes = -1;  // -1: the library default
+  bool print_transports = false;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
@@ -94,6 +96,7 @@ int RunRank(const BenchOptions& o, int rank) {
   options.default_timeout = std::chrono::milliseconds(120000);
   options.ucx.transports = o.transports;
   options.ucx.spin_before_yield = std::chrono::microseconds(o.spin_us);
+  if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   StatusOr<std::unique_ptr<Communicator>> comm_or =
@@ -104,7 +107,12 @@ int RunRank(const BenchOptions& o, int rank) {
               return ucx::CreateHierarchicalUcxCommunicator(&store, rank, o.ranks, 1, layout,
                                                             options);
             }()
-          : ucx::CreateUcxCommunicator(&store, rank, o.ranks, 1, options);
+          : [&]() -> StatusOr<std::unique_ptr<Communicator>> {
+              RETORT_ASSIGN_OR_RETURN(auto ucx_comm,
+                                      ucx::UcxCommunicator::Create(&store, rank, o.ranks, 1, options));
+              if (o.print_transports) std::cerr << ucx_comm->transport_description();
+              return std::unique_ptr<Communicator>(std::move(ucx_comm));
+            }();
   if (!comm_or.ok()) {
     std::cerr << "rank " << rank << ": " << comm_or.status() << "\n";
     return 1;
@@ -169,6 +177,11 @@ int main(int argc, char** argv) {
                    "UCX transports (UCX_TLS syntax); empty: UCX's choice");
   parser.AddInt("spin_us", &o.spin_us,
                 "spin this long without progress before yielding (-1: never)");
+  parser.AddInt("cma_min_bytes", &o.cma_min_bytes,
+                "messages from this size are read straight from the peer's memory (0: never, "
+                "-1: library default)");
+  parser.AddBool("print_transports", &o.print_transports,
+                 "print each rank's UCX lanes and CMA threshold to stderr");
   parser.AddString("progress", &o.progress,
                    "thread (background executor) | caller (operations run inside Wait)");
   parser.AddString("label", &o.label, "the impl field of the JSON lines");
