@@ -348,6 +348,12 @@ Status UcxTransport::CompleteCmaReceive(Request& r) {
       return AbortedError(what + ": the sender cancelled the message while it was read");
     }
   }
+  if (status.code() == StatusCode::kUnavailable) {  // the sender's process is gone
+    Peer& peer = peers_[r.peer];
+    if (peer.error == UCS_OK) peer.error = UCS_ERR_CONNECTION_RESET;
+    peer.failed.store(true, std::memory_order_release);
+    return status.WithContext(what);
+  }
   SendCmaAck(r.peer, d.cookie, status.ok() ? kAckOk : kAckReadFailed);
   return status.WithContext(what);
 }
