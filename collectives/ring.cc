@@ -172,6 +172,12 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
   char* out = static_cast<char*>(output.data);
   CopyOrScale(out + offsets[rank] * elem, input.data, counts[rank], input.dtype, 1.0f);
   if (n == 1) return Status::Ok();
+  // Two ranks: a direct exchange with nothing to forward, so chunks would only add messages
+  // (each large one is a rendezvous); send each segment whole, straight into the peer's output.
+  RingContext whole = ctx;
+  if (n == 2) {
+    whole.chunk_bytes = std::max(ctx.chunk_bytes, std::max(counts[0], counts[1]) * elem);
+  }
   RingPlan plan;
   plan.counts = counts;
   plan.offsets = offsets;
@@ -185,7 +191,7 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
     step.out = step.recv;
     plan.steps.push_back(step);
   }
-  return RunRing(ctx, plan);
+  return RunRing(whole, plan);
 }
 
 Status RingAllReduce(const RingContext& ctx, MutableBuffer data, ReduceOp op) {
