@@ -5,9 +5,11 @@
 //   all-gather), * 1 (send/recv); S = total array size in bytes (the all-reduce buffer, the
 //   reduce-scatter input, the all-gather output, the message).
 // t is the mean over ranks of the mean time per iteration.
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -34,6 +36,7 @@ struct BenchOptions {
   int64_t spin_us = 20;
   int64_t cma_min_bytes = -1;  // -1: the library default
   bool print_transports = false;
+  bool bind = false;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
@@ -90,6 +93,12 @@ StatusOr<double> TimeOp(Communicator& comm, const std::string& op, size_t bytes,
 }
 
 int RunRank(const BenchOptions& o, int rank) {
+  if (o.bind) {  // like mpirun's default binding: rank r on CPU r mod #CPUs
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(rank % std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))), &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
+  }
   FileStore store(o.store_dir);
   ucx::UcxCommunicatorOptions options;
   options.chunk_bytes = static_cast<size_t>(o.chunk_bytes);
@@ -182,6 +191,7 @@ int main(int argc, char** argv) {
                 "-1: library default)");
   parser.AddBool("print_transports", &o.print_transports,
                  "print each rank's UCX lanes and CMA threshold to stderr");
+  parser.AddBool("bind", &o.bind, "pin rank r to CPU r mod #CPUs (what mpirun does by default)");
   parser.AddString("progress", &o.progress,
                    "thread (background executor) | caller (operations run inside Wait)");
   parser.AddString("label", &o.label, "the impl field of the JSON lines");

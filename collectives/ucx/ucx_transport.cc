@@ -53,6 +53,12 @@ const char* AckCodeName(int32_t code) {
 
 std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
 
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 }  // namespace
 
 UcxTransport::UcxTransport(int rank, int size, uint64_t generation)
@@ -477,13 +483,17 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
     if (Poll(request)) return Result(request);
     if (ucp_worker_progress(worker_.get()) != 0) {
       idle = 0;
-    } else if ((++idle & 63) == 0) {
-      // Spin while the peer is likely to answer soon; give the CPU away only after a longer
-      // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
-      const auto now = SteadyClock::now();
-      if (idle == 64) idle_since = now;
-      if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
-        sched_yield();
+    } else {
+      // The peer may be a hyperthread sibling copying our data (CMA): spin politely.
+      CpuRelax();
+      if ((++idle & 63) == 0) {
+        // Spin while the peer is likely to answer soon; give the CPU away only after a longer
+        // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
+        const auto now = SteadyClock::now();
+        if (idle == 64) idle_since = now;
+        if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
+          sched_yield();
+        }
       }
     }
     if ((++spins & 127) == 0) {
