@@ -34,7 +34,8 @@ struct BenchOptions {
   int local_size = 1;
   std::string transports = "posix,cma,tcp,self";
   int64_t spin_us = 20;
-  int64_t cma_min_bytes = -1;  // -1: the library default
+  int64_t sleep_after_us = -2;  // -2: the library default
+  int64_t cma_min_bytes = -1;   // -1: the library default
   bool print_transports = false;
   bool bind = false;
   std::string progress = "thread";
@@ -105,6 +106,9 @@ int RunRank(const BenchOptions& o, int rank) {
   options.default_timeout = std::chrono::milliseconds(120000);
   options.ucx.transports = o.transports;
   options.ucx.spin_before_yield = std::chrono::microseconds(o.spin_us);
+  if (o.sleep_after_us >= -1) {
+    options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
+  }
   if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
@@ -184,6 +188,9 @@ int main(int argc, char** argv) {
   parser.AddInt("local_size", &o.local_size, "ranks per node for --backend=hierarchical");
   parser.AddString("transports", &o.transports,
                    "UCX transports (UCX_TLS syntax); empty: UCX's choice");
+  parser.AddInt("sleep_after_us", &o.sleep_after_us,
+                "sleep 50 us between polls after this long without progress (-1: never, -2: "
+                "library default)");
   parser.AddInt("spin_us", &o.spin_us,
                 "spin this long without progress before yielding (-1: never)");
   parser.AddInt("cma_min_bytes", &o.cma_min_bytes,

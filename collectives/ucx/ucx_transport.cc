@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "collectives/ucx/ucx_check.h"
 #include "common/logging.h"
@@ -22,7 +23,8 @@ constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of th
 constexpr uint32_t kHelloSequence = 0xfffff;
 constexpr char kRecordMagic[] = "retort-ucx2";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
-constexpr unsigned kCmaAckId = 7;  // UCX active message id of CMA acknowledgements
+constexpr unsigned kCmaAckId = 7;   // UCX active message id of CMA acknowledgements
+constexpr unsigned kGoodbyeId = 8;  // "this rank closes its endpoints on purpose"
 constexpr uint64_t kCmaDescriptorMagic = 0x72746d61646573ULL;
 
 // Hello payload: the generation, and whether the sender can read the receiver's memory.
@@ -79,6 +81,8 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   UcxContextOptions context_options = options;
   context_options.estimated_num_eps = static_cast<size_t>(size);
   t->spin_before_yield_ = options.spin_before_yield;
+  t->spin_before_sleep_ = options.spin_before_sleep;
+  t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
   if (t->cma_min_bytes_ > 0) t->local_cma_ = LocalCmaIdentity();
   RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
@@ -91,6 +95,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   am.arg = t.get();
   UCX_CHECK(ucp_worker_set_am_recv_handler(t->worker_.get(), &am),
             "registering the CMA acknowledgement handler");
+  am.id = kGoodbyeId;
+  am.cb = &UcxTransport::OnGoodbye;
+  UCX_CHECK(ucp_worker_set_am_recv_handler(t->worker_.get(), &am),
+            "registering the goodbye handler");
   RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline));
   RETORT_RETURN_IF_ERROR(t->ExchangeHello(deadline));
   t->description_ = t->Describe();
@@ -207,7 +215,47 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
 void UcxTransport::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
   if (peer->error == UCS_OK) peer->error = status;
-  peer->failed.store(true, std::memory_order_release);
+  if (!peer->said_goodbye) peer->failed.store(true, std::memory_order_release);
+}
+
+ucs_status_t UcxTransport::OnGoodbye(void* arg, const void* header, size_t header_length, void*,
+                                     size_t, const ucp_am_recv_param_t*) {
+  auto* t = static_cast<UcxTransport*>(arg);
+  int32_t rank = -1;
+  if (header_length == sizeof(rank)) std::memcpy(&rank, header, sizeof(rank));
+  if (rank >= 0 && rank < t->size_ && rank != t->rank_) t->peers_[rank].said_goodbye = true;
+  return UCS_OK;
+}
+
+Status UcxTransport::PeerFailure(const Peer& peer, const std::string& what) const {
+  if (peer.said_goodbye) {
+    return UnavailableError(what + ": " + PeerName(peer.rank) +
+                            " closed its communicator (after a failure of its own, an abort or "
+                            "its destruction): " +
+                            ucs_status_string(peer.error));
+  }
+  return UcxError(peer.error, what + ": " + PeerName(peer.rank) + " failed", __FILE__, __LINE__);
+}
+
+void UcxTransport::SayGoodbye() {
+  for (Peer& peer : peers_) {
+    if (peer.ep == nullptr || peer.error != UCS_OK || peer.rank == rank_) continue;
+    auto* header = new int32_t(rank_);  // UCX may keep the header until completion
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = [](void* request, ucs_status_t, void* user_data) {
+      delete static_cast<int32_t*>(user_data);
+      ucp_request_free(request);
+    };
+    param.user_data = header;
+    void* handle =
+        ucp_am_send_nbx(peer.ep, kGoodbyeId, header, sizeof(*header), nullptr, 0, &param);
+    if (handle == nullptr || UCS_PTR_IS_ERR(handle)) delete header;
+  }
+  // Give the messages a moment to leave (shared memory: they already have).
+  const Deadline flush = Deadline::AfterMs(5);
+  while (!flush.Expired() && ucp_worker_progress(worker_.get()) != 0) {
+  }
 }
 
 std::vector<int> UcxTransport::FailedPeers() const {
@@ -229,8 +277,7 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
                                                                     size_t bytes) {
   if (closed_) return AbortedError("ucx: transport shut down after an earlier failure");
   if (peers_[peer].error != UCS_OK) {
-    return UcxError(peers_[peer].error, "ucx: " + PeerName(peer) + " failed earlier", __FILE__,
-                    __LINE__);
+    return PeerFailure(peers_[peer], "ucx: posting to " + PeerName(peer));
   }
   auto request = std::make_unique<Request>();
   request->send = send;
@@ -344,21 +391,26 @@ Status UcxTransport::CompleteCmaReceive(Request& r) {
   }
   const pid_t pid = peers_[r.peer].cma.pid;
   Status status = CmaRead(pid, r.landing, d.address, d.bytes);
-  if (status.ok()) {
-    // The sender withdraws the cookie before it lets go of a cancelled buffer: still there
-    // after the copy means the bytes were stable while they were read.
-    uint64_t still_valid = 0;
-    status = CmaRead(pid, &still_valid, d.valid_address, sizeof(still_valid));
-    if (status.ok() && still_valid != d.cookie) {
-      SendCmaAck(r.peer, d.cookie, kAckSenderCancelled);
-      return AbortedError(what + ": the sender cancelled the message while it was read");
-    }
-  }
-  if (status.code() == StatusCode::kUnavailable) {  // the sender's process is gone
+  // The sender withdraws the cookie before it lets go of a cancelled buffer: still there
+  // after the copy means the bytes were stable while they were read. (A failed copy is
+  // checked the same way: a withdrawn buffer may already be unmapped.)
+  uint64_t still_valid = 0;
+  Status check = status.code() == StatusCode::kUnavailable
+                     ? status
+                     : CmaRead(pid, &still_valid, d.valid_address, sizeof(still_valid));
+  if (check.code() == StatusCode::kUnavailable) {  // the sender's process is gone
     Peer& peer = peers_[r.peer];
     if (peer.error == UCS_OK) peer.error = UCS_ERR_CONNECTION_RESET;
-    peer.failed.store(true, std::memory_order_release);
-    return status.WithContext(what);
+    if (!peer.said_goodbye) peer.failed.store(true, std::memory_order_release);
+    return check.WithContext(what);
+  }
+  if (!check.ok() || still_valid != d.cookie) {
+    SendCmaAck(r.peer, d.cookie, kAckSenderCancelled);
+    // The sender gave up on the operation (its own failure, abort or deadline): for this
+    // rank the peer is unavailable, as if its connection had dropped.
+    return UnavailableError(what + ": " + PeerName(r.peer) +
+                            " withdrew the message while it was read (the sender cancelled "
+                            "the operation)");
   }
   SendCmaAck(r.peer, d.cookie, status.ok() ? kAckOk : kAckReadFailed);
   return status.WithContext(what);
@@ -440,7 +492,7 @@ Status UcxTransport::Result(const Request& r) const {
                            PeerName(r.peer) + " of " + std::to_string(r.expected_bytes) + " bytes";
   if (r.status != UCS_OK) {
     if (peers_[r.peer].error != UCS_OK) {
-      return UcxError(peers_[r.peer].error, what + " failed: the peer failed", __FILE__, __LINE__);
+      return PeerFailure(peers_[r.peer], what + " failed");
     }
     return UcxError(r.status, what, __FILE__, __LINE__);
   }
@@ -451,7 +503,7 @@ Status UcxTransport::Result(const Request& r) const {
 Status UcxTransport::CheckPeersAndTraffic() const {
   for (const Peer& peer : peers_) {
     if (peer.error != UCS_OK) {
-      return UcxError(peer.error, "ucx: " + PeerName(peer.rank) + " failed", __FILE__, __LINE__);
+      return PeerFailure(peer, "ucx");
     }
   }
   // Traffic of a nearby generation (a straggler of the previous world, or a peer already in
@@ -491,7 +543,9 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
         // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
         const auto now = SteadyClock::now();
         if (idle == 64) idle_since = now;
-        if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
+        if (spin_before_sleep_.count() >= 0 && now - idle_since > spin_before_sleep_) {
+          std::this_thread::sleep_for(sleep_quantum_);
+        } else if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
           sched_yield();
         }
       }
@@ -547,8 +601,7 @@ std::optional<Status> UcxTransport::PollDetached(Request& request) {
   if (!request.finished) ucp_worker_progress(worker_.get());
   if (Poll(request)) return Result(request);
   if (peers_[request.peer].error != UCS_OK) {
-    return UcxError(peers_[request.peer].error, "ucx: " + PeerName(request.peer) + " failed",
-                    __FILE__, __LINE__);
+    return PeerFailure(peers_[request.peer], "ucx");
   }
   Status traffic = CheckPeersAndTraffic();
   if (!traffic.ok()) return traffic;
@@ -575,6 +628,7 @@ void UcxTransport::Shutdown(std::vector<Request*> detached) {
 }
 
 void UcxTransport::CloseEndpoints(bool force) {
+  SayGoodbye();
   const Deadline deadline = Deadline::After(kCloseGrace);
   std::vector<void*> pending;
   for (Peer& peer : peers_) {

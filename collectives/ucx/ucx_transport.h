@@ -122,6 +122,9 @@ class UcxTransport final : public Transport {
     size_t cma_min_bytes = 0;         // the peer's own threshold (0: it refuses CMA)
     bool can_read = false;            // this process can read the peer's memory
     size_t cma_threshold = 0;         // agreed at the hello; 0: no CMA with this peer
+    // The peer announced it closes its endpoints on purpose: a connection error from it
+    // afterwards fails operations but does not name it in FailedPeers().
+    bool said_goodbye = false;
   };
   struct CmaAck {
     uint64_t cookie = 0;
@@ -132,6 +135,12 @@ class UcxTransport final : public Transport {
   static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
   static ucs_status_t OnCmaAck(void* arg, const void* header, size_t header_length, void* data,
                                size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
+  // The status for an operation on a peer whose endpoint reported an error.
+  Status PeerFailure(const Peer& peer, const std::string& what) const;
+  // Tells every connected peer that this rank closes its endpoints on purpose.
+  void SayGoodbye();
   bool UseCma(int peer, size_t bytes) const;
   // Receive side of the CMA rendezvous once the descriptor arrived: copy, check, acknowledge.
   Status CompleteCmaReceive(Request& request);
@@ -156,7 +165,9 @@ class UcxTransport final : public Transport {
   UcpWorker worker_;
   std::vector<Peer> peers_;  // sized once; callbacks hold pointers into it
   bool closed_ = false;
-  std::chrono::microseconds spin_before_yield_{20};  // from UcxContextOptions
+  std::chrono::microseconds spin_before_yield_{20};   // from UcxContextOptions
+  std::chrono::microseconds spin_before_sleep_{200};  // from UcxContextOptions
+  std::chrono::microseconds sleep_quantum_{50};       // from UcxContextOptions
   std::vector<std::unique_ptr<Request>> operation_requests_;
   CmaIdentity local_cma_;
   size_t cma_min_bytes_ = 0;  // from UcxContextOptions
