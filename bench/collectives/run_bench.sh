@@ -66,7 +66,7 @@ done
 # every implementation sees the same load; the summary takes the median per implementation.
 # retort-ucx-fifo is retort with the single-copy CMA path off (every message through UCX's
 # shared-memory FIFO), for comparison.
-for round in 1 2 3 4; do
+for round in 1 2 3 4 5 6; do
   probe "round $round"
   for mode in thread caller fifo; do
     label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
