@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "collectives/reduce.h"
@@ -29,6 +30,9 @@ struct RingPlan {
   int first_segment = 0;             // sent in step 0 ...
   const char* first_send = nullptr;  // ... from here (its start)
   std::vector<RingStep> steps;
+  // Local work that overlaps the first transfers: runs once every receive and the first
+  // sends are posted, before the first wait.
+  std::function<void()> after_posting;
 };
 
 // Runs a ring plan: posts every receive, sends step 0, then walks the steps in order and
@@ -72,6 +76,7 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
                          chunk_count(plan.first_segment, c) * elem);
     if (!id.ok()) status = id.status();
   }
+  if (plan.after_posting) plan.after_posting();
   for (size_t s = 0; s < plan.steps.size() && status.ok(); ++s) {
     const RingStep& step = plan.steps[s];
     for (size_t c = 0; c < recvs[s].size() && status.ok(); ++c) {
@@ -170,14 +175,28 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
   const size_t elem = DataTypeSize(input.dtype);
   const std::vector<size_t> offsets = Offsets(counts);
   char* out = static_cast<char*>(output.data);
-  CopyOrScale(out + offsets[rank] * elem, input.data, counts[rank], input.dtype, 1.0f);
-  if (n == 1) return Status::Ok();
+  auto copy_own_segment = [&] {
+    CopyOrScale(out + offsets[rank] * elem, input.data, counts[rank], input.dtype, 1.0f);
+  };
+  if (n == 1) {
+    copy_own_segment();
+    return Status::Ok();
+  }
+  // Two ranks: a direct exchange with nothing to forward, so chunks would only add messages
+  // (each large one is a rendezvous); send each segment whole, straight into the peer's output.
+  RingContext whole = ctx;
+  if (n == 2) {
+    whole.chunk_bytes = std::max(ctx.chunk_bytes, std::max(counts[0], counts[1]) * elem);
+  }
   RingPlan plan;
   plan.counts = counts;
   plan.offsets = offsets;
   plan.dtype = input.dtype;
   plan.first_segment = rank;
-  plan.first_send = out + offsets[rank] * elem;
+  // This rank's segment goes out straight from the input (which stays unchanged and is
+  // likely still cached), and the local copy into the output overlaps the peers' transfers.
+  plan.first_send = static_cast<const char*>(input.data);
+  plan.after_posting = copy_own_segment;
   for (int s = 0; s < n - 1; ++s) {
     RingStep step;
     step.segment = Mod(rank - 1 - s, n);
@@ -185,7 +204,7 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
     step.out = step.recv;
     plan.steps.push_back(step);
   }
-  return RunRing(ctx, plan);
+  return RunRing(whole, plan);
 }
 
 Status RingAllReduce(const RingContext& ctx, MutableBuffer data, ReduceOp op) {

@@ -25,6 +25,7 @@ struct RingContext {
 
 Status RingReduceScatterV(const RingContext& ctx, ConstBuffer input, MutableBuffer output,
                           const std::vector<size_t>& counts, ReduceOp op);
+// With two ranks each segment travels as one message (nothing to forward, so no chunking).
 Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer output,
                       const std::vector<size_t>& counts);
 // Reduce-scatter then all-gather in one pipeline: a chunk of the reduced segment starts its

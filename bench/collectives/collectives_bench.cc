@@ -5,9 +5,11 @@
 //   all-gather), * 1 (send/recv); S = total array size in bytes (the all-reduce buffer, the
 //   reduce-scatter input, the all-gather output, the message).
 // t is the mean over ranks of the mean time per iteration.
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -32,6 +34,10 @@ struct BenchOptions {
   int local_size = 1;
   std::string transports = "posix,cma,tcp,self";
   int64_t spin_us = 20;
+  int64_t sleep_after_us = -2;  // -2: the library default
+  int64_t cma_min_bytes = -1;   // -1: the library default
+  bool print_transports = false;
+  bool bind = false;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
@@ -88,12 +94,22 @@ StatusOr<double> TimeOp(Communicator& comm, const std::string& op, size_t bytes,
 }
 
 int RunRank(const BenchOptions& o, int rank) {
+  if (o.bind) {  // like mpirun's default binding: rank r on CPU r mod #CPUs
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(rank % std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))), &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
+  }
   FileStore store(o.store_dir);
   ucx::UcxCommunicatorOptions options;
   options.chunk_bytes = static_cast<size_t>(o.chunk_bytes);
   options.default_timeout = std::chrono::milliseconds(120000);
   options.ucx.transports = o.transports;
   options.ucx.spin_before_yield = std::chrono::microseconds(o.spin_us);
+  if (o.sleep_after_us >= -1) {
+    options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
+  }
+  if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   StatusOr<std::unique_ptr<Communicator>> comm_or =
@@ -104,7 +120,12 @@ int RunRank(const BenchOptions& o, int rank) {
               return ucx::CreateHierarchicalUcxCommunicator(&store, rank, o.ranks, 1, layout,
                                                             options);
             }()
-          : ucx::CreateUcxCommunicator(&store, rank, o.ranks, 1, options);
+          : [&]() -> StatusOr<std::unique_ptr<Communicator>> {
+              RETORT_ASSIGN_OR_RETURN(auto ucx_comm,
+                                      ucx::UcxCommunicator::Create(&store, rank, o.ranks, 1, options));
+              if (o.print_transports) std::cerr << ucx_comm->transport_description();
+              return std::unique_ptr<Communicator>(std::move(ucx_comm));
+            }();
   if (!comm_or.ok()) {
     std::cerr << "rank " << rank << ": " << comm_or.status() << "\n";
     return 1;
@@ -167,8 +188,17 @@ int main(int argc, char** argv) {
   parser.AddInt("local_size", &o.local_size, "ranks per node for --backend=hierarchical");
   parser.AddString("transports", &o.transports,
                    "UCX transports (UCX_TLS syntax); empty: UCX's choice");
+  parser.AddInt("sleep_after_us", &o.sleep_after_us,
+                "sleep 50 us between polls after this long without progress (-1: never, -2: "
+                "library default)");
   parser.AddInt("spin_us", &o.spin_us,
                 "spin this long without progress before yielding (-1: never)");
+  parser.AddInt("cma_min_bytes", &o.cma_min_bytes,
+                "messages from this size are read straight from the peer's memory (0: never, "
+                "-1: library default)");
+  parser.AddBool("print_transports", &o.print_transports,
+                 "print each rank's UCX lanes and CMA threshold to stderr");
+  parser.AddBool("bind", &o.bind, "pin rank r to CPU r mod #CPUs (what mpirun does by default)");
   parser.AddString("progress", &o.progress,
                    "thread (background executor) | caller (operations run inside Wait)");
   parser.AddString("label", &o.label, "the impl field of the JSON lines");

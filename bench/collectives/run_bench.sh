@@ -12,7 +12,16 @@ min_bytes=${MIN_BYTES:-1024}
 max_bytes=${MAX_BYTES:-$((256 << 20))}
 out=${OUT:-$here/results.jsonl}
 : > "$out"
+probe() {  # the vCPUs' placement (cache-line latency, FIFO hand-over bandwidth): see RESULTS.md
+  [[ -x "$build/bench/collectives/core_to_core_probe" ]] &&
+    echo "# probe $1: $("$build/bench/collectives/core_to_core_probe")" | tee -a "$out"
+  return 0
+}
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+probe before
+# The transports every rank chose (UCX lanes per peer, CMA threshold), as comment lines.
+"$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=1024 --max_bytes=1024 \
+  --ops=all_reduce --print_transports 2>&1 >/dev/null | sed 's/^/# /' >> "$out"
 
 # retort in both progress modes: background executor thread (what training uses to overlap
 # communication with backward) and caller-driven (operations run inside Work::Wait).
@@ -55,11 +64,16 @@ done
 
 # The machine is shared: repeat the target sizes (16 and 64 MiB) in alternating rounds so that
 # every implementation sees the same load; the summary takes the median per implementation.
-for round in 1 2 3 4; do
-  for mode in thread caller; do
+# retort-ucx-fifo is retort with the single-copy CMA path off (every message through UCX's
+# shared-memory FIFO), for comparison.
+for round in 1 2 3 4 5 6; do
+  probe "round $round"
+  for mode in thread caller fifo; do
     label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
+    extra=(--progress=$mode)
+    [[ $mode == fifo ]] && label=retort-ucx-fifo && extra=(--progress=thread --cma_min_bytes=0)
     "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=$((16 << 20)) \
-      --max_bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv --progress=$mode \
+      --max_bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv "${extra[@]}" \
       --label=$label | tee -a "$out"
   done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
@@ -78,4 +92,5 @@ for round in 1 2 3 4; do
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+probe after
 /usr/bin/python3 "$here/summarize.py" "$out"

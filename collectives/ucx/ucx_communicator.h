@@ -69,6 +69,8 @@ class UcxCommunicator final : public Communicator {
                     const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
   std::vector<int> FailedPeers() const override { return transport_->FailedPeers(); }
+  // The transports chosen per peer at bootstrap (UCX lanes, CMA threshold): for logs.
+  const std::string& transport_description() const { return transport_->description(); }
 
   // A Send whose wire tag carries `generation` instead of this communicator's: for tests
   // that check generation fencing on the receiving side.

@@ -51,7 +51,7 @@ StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;  // AM: acknowledgements of CMA reads
   params.mt_workers_shared = 0;
   if (options.estimated_num_eps > 0) {
     params.field_mask |= UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

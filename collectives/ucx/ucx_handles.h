@@ -41,6 +41,16 @@ struct UcxContextOptions {
   // Waits spin on ucp_worker_progress and yield the CPU only after this long without
   // progress (a yield on a busy host can cost a scheduler time slice). Negative: never yield.
   std::chrono::microseconds spin_before_yield{20};
+  // After this long without progress, waits sleep briefly (sleep_quantum) between polls
+  // instead of yielding: on an oversubscribed host the peer then gets the CPU time this rank
+  // would burn. Negative: never sleep.
+  std::chrono::microseconds spin_before_sleep{200};
+  std::chrono::microseconds sleep_quantum{50};
+  // Messages of at least this many bytes to a peer on the same host are read by the receiver
+  // straight from the sender's memory (cma.h: one copy instead of two through the
+  // shared-memory FIFO). Both ranks must allow it; the larger threshold of the two applies.
+  // 0: never.
+  size_t cma_min_bytes = size_t{64} << 10;
 };
 
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);

@@ -2,10 +2,15 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "collectives/ucx/ucx_check.h"
+#include "collectives/ucx/ucx_wire.h"
 #include "common/logging.h"
 
 namespace retort::collectives::ucx {
@@ -17,10 +22,20 @@ constexpr uint64_t kGenerationField = 0xfff;
 constexpr uint64_t kGenerationMask = kGenerationField << kGenerationShift;
 constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of the hello
 constexpr uint32_t kHelloSequence = 0xfffff;
-constexpr char kRecordMagic[] = "retort-ucx1";
+constexpr char kRecordMagic[] = "retort-ucx2";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
 
-std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
+// Hello payload: the generation, and whether the sender can read the receiver's memory.
+struct Hello {
+  uint64_t generation = 0;
+  uint64_t can_read_you = 0;
+};
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 }  // namespace
 
@@ -42,10 +57,27 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   UcxContextOptions context_options = options;
   context_options.estimated_num_eps = static_cast<size_t>(size);
   t->spin_before_yield_ = options.spin_before_yield;
+  t->spin_before_sleep_ = options.spin_before_sleep;
+  t->sleep_quantum_ = options.sleep_quantum;
+  t->cma_min_bytes_ = options.cma_min_bytes;
+  if (t->cma_min_bytes_ > 0) t->local_cma_ = LocalCmaIdentity();
   RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
   RETORT_ASSIGN_OR_RETURN(t->worker_, CreateUcpWorker(t->context_.get()));
+  ucp_am_handler_param_t am{};
+  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  am.id = kCmaAckId;
+  am.cb = &UcxTransport::OnCmaAck;
+  am.arg = t.get();
+  UCX_CHECK(ucp_worker_set_am_recv_handler(t->worker_.get(), &am),
+            "registering the CMA acknowledgement handler");
+  am.id = kGoodbyeId;
+  am.cb = &UcxTransport::OnGoodbye;
+  UCX_CHECK(ucp_worker_set_am_recv_handler(t->worker_.get(), &am),
+            "registering the goodbye handler");
   RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline));
   RETORT_RETURN_IF_ERROR(t->ExchangeHello(deadline));
+  t->description_ = t->Describe();
   return t;
 }
 
@@ -57,7 +89,11 @@ UcxTransport::~UcxTransport() {
 Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadline deadline) {
   RETORT_ASSIGN_OR_RETURN(std::string address, WorkerAddress(worker_.get()));
   std::ostringstream record;
-  record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << '\n' << address;
+  record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << ' '
+         << cma_min_bytes_ << ' ' << (local_cma_.boot_id.empty() ? "-" : local_cma_.boot_id) << ' '
+         << local_cma_.pid_namespace << ' ' << local_cma_.pid << ' ' << local_cma_.probe_address
+         << '\n'
+         << address;
   RETORT_RETURN_IF_ERROR(
       store->Set(key_prefix + "/rank" + std::to_string(rank_), record.str(), deadline));
   for (int p = 0; p < size_; ++p) {
@@ -72,7 +108,9 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
     uint64_t peer_generation = 0;
     int peer_rank = -1;
     int peer_size = -1;
-    header >> magic >> peer_generation >> peer_rank >> peer_size;
+    Peer& peer = peers_[p];
+    header >> magic >> peer_generation >> peer_rank >> peer_size >> peer.cma_min_bytes >>
+        peer.cma.boot_id >> peer.cma.pid_namespace >> peer.cma.pid >> peer.cma.probe_address;
     if (newline == std::string::npos || magic != kRecordMagic || header.fail()) {
       return DataLossError("ucx: store key '" + key + "' does not hold a UCX address record");
     }
@@ -87,6 +125,9 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
                                      std::to_string(peer_rank) + " of " +
                                      std::to_string(peer_size) + ", expected rank " +
                                      std::to_string(p) + " of " + std::to_string(size_));
+    }
+    if (cma_min_bytes_ > 0 && peer.cma_min_bytes > 0) {
+      peer.can_read = CanReadPeerMemory(local_cma_, peer.cma);
     }
     const std::string peer_address = value.substr(newline + 1);
     ucp_ep_params_t params{};
@@ -103,14 +144,15 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
 }
 
 Status UcxTransport::ExchangeHello(Deadline deadline) {
-  std::vector<uint64_t> received(static_cast<size_t>(size_), 0);
-  uint64_t mine = generation_;
+  std::vector<Hello> received(static_cast<size_t>(size_));
+  std::vector<Hello> mine(static_cast<size_t>(size_));
+  for (int p = 0; p < size_; ++p) mine[p] = Hello{generation_, peers_[p].can_read ? 1u : 0u};
   WaitControl control{deadline, nullptr, nullptr};
   Status status;
   const MessageTag tag{true, kHelloSequence, 0};
   for (int p = 0; p < size_ && status.ok(); ++p) {
     if (p == rank_) continue;
-    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(uint64_t));
+    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(Hello));
     if (!id.ok()) {
       status = id.status();
       break;
@@ -119,7 +161,7 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
   }
   for (int p = 0; p < size_ && status.ok(); ++p) {
     if (p == rank_) continue;
-    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine, sizeof(uint64_t));
+    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine[p], sizeof(Hello));
     if (!id.ok()) {
       status = id.status();
       break;
@@ -128,12 +170,20 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
   }
   RETORT_RETURN_IF_ERROR(FinishOperation(status, control).WithContext("ucx: hello exchange"));
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && received[p] != generation_) {
+    if (p != rank_ && received[p].generation != generation_) {
       closed_ = true;
-      return FailedPreconditionError(
-          "ucx: " + PeerName(p) + " says it is generation " + std::to_string(received[p]) +
-          ", this communicator is generation " + std::to_string(generation_) + ": refused");
+      return FailedPreconditionError("ucx: " + PeerName(p) + " says it is generation " +
+                                     std::to_string(received[p].generation) +
+                                     ", this communicator is generation " +
+                                     std::to_string(generation_) + ": refused");
     }
+  }
+  // CMA with a peer only when both ends allow it and each can read the other's memory, so
+  // both agree on which messages take the rendezvous.
+  for (int p = 0; p < size_; ++p) {
+    Peer& peer = peers_[p];
+    if (p == rank_ || !peer.can_read || received[p].can_read_you == 0) continue;
+    peer.cma_threshold = std::max(cma_min_bytes_, peer.cma_min_bytes);
   }
   return Status::Ok();
 }
@@ -141,7 +191,7 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
 void UcxTransport::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
   if (peer->error == UCS_OK) peer->error = status;
-  peer->failed.store(true, std::memory_order_release);
+  if (!peer->said_goodbye) peer->failed.store(true, std::memory_order_release);
 }
 
 std::vector<int> UcxTransport::FailedPeers() const {
@@ -163,32 +213,50 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
                                                                     size_t bytes) {
   if (closed_) return AbortedError("ucx: transport shut down after an earlier failure");
   if (peers_[peer].error != UCS_OK) {
-    return UcxError(peers_[peer].error, "ucx: " + PeerName(peer) + " failed earlier", __FILE__,
-                    __LINE__);
+    return PeerFailure(peers_[peer], "ucx: posting to " + PeerName(peer));
   }
   auto request = std::make_unique<Request>();
   request->send = send;
   request->peer = peer;
   request->expected_bytes = bytes;
+  request->cma = UseCma(peer, bytes);
+  void* wire_data = data;  // what UCX moves: the payload, or the CMA descriptor
+  size_t wire_bytes = bytes;
+  if (request->cma) {
+    wire_data = &request->descriptor;
+    wire_bytes = sizeof(CmaDescriptor);
+    if (send) {
+      const uint64_t cookie = next_cookie_++;
+      request->valid.store(cookie, std::memory_order_release);
+      request->descriptor =
+          CmaDescriptor{kCmaDescriptorMagic, reinterpret_cast<uint64_t>(data), bytes, cookie,
+                        reinterpret_cast<uint64_t>(&request->valid)};
+      awaiting_ack_[cookie] = request.get();
+    } else {
+      request->landing = data;
+    }
+  }
   ucp_request_param_t param{};
   void* handle;
   if (send) {
-    handle = ucp_tag_send_nbx(peers_[peer].ep, data, bytes, wire_tag, &param);
+    handle = ucp_tag_send_nbx(peers_[peer].ep, wire_data, wire_bytes, wire_tag, &param);
   } else {
     // UCX 1.13 leaves recv_info unset on immediate completion: always get a request so
     // ucp_tag_recv_request_test reports the received length.
     param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.recv_info.tag_info = &request->info;
-    handle = ucp_tag_recv_nbx(worker_.get(), data, bytes, wire_tag, kFullMask, &param);
+    handle = ucp_tag_recv_nbx(worker_.get(), wire_data, wire_bytes, wire_tag, kFullMask, &param);
   }
   if (UCS_PTR_IS_ERR(handle)) {
+    if (request->cma && send) awaiting_ack_.erase(request->descriptor.cookie);
     return UcxError(UCS_PTR_STATUS(handle),
                     std::string("ucx: posting a ") + (send ? "send to " : "receive from ") +
                         PeerName(peer) + " of " + std::to_string(bytes) + " bytes",
                     __FILE__, __LINE__);
   }
   if (handle == nullptr) {
-    request->finished = true;
+    request->ucx_done = true;
+    request->finished = !request->cma;
   } else {
     request->ucx_request = handle;
   }
@@ -213,24 +281,59 @@ StatusOr<Transport::RequestId> UcxTransport::PostRecv(int peer, MessageTag tag, 
 
 bool UcxTransport::Poll(Request& r) {
   if (r.finished) return true;
-  ucs_status_t status = r.send ? ucp_request_check_status(r.ucx_request)
-                               : ucp_tag_recv_request_test(r.ucx_request, &r.info);
-  if (status == UCS_INPROGRESS) return false;
-  ucp_request_free(r.ucx_request);
-  r.ucx_request = nullptr;
+  if (!r.ucx_done) {
+    ucs_status_t status = r.send ? ucp_request_check_status(r.ucx_request)
+                                 : ucp_tag_recv_request_test(r.ucx_request, &r.info);
+    if (status == UCS_INPROGRESS) return false;
+    ucp_request_free(r.ucx_request);
+    r.ucx_request = nullptr;
+    r.ucx_done = true;
+    r.status = status;
+    if (!r.cma || status != UCS_OK) {
+      if (r.cma && r.send) WithdrawCmaSend(r);
+      r.finished = true;
+      return true;
+    }
+  }
+  // The CMA descriptor went through; the payload is still to be read (receive) or
+  // acknowledged (send).
+  if (r.send) {
+    if (!r.acked) return false;
+  } else {
+    r.cma_status = CompleteCmaReceive(r);
+  }
   r.finished = true;
-  r.status = status;
   return true;
 }
 
+std::string UcxTransport::Describe() {
+  std::string text;
+  for (const Peer& peer : peers_) {
+    if (peer.rank == rank_ || peer.ep == nullptr) continue;
+    text += "rank " + std::to_string(rank_) + " -> " + PeerName(peer.rank) + ": cma " +
+            (peer.cma_threshold > 0 ? ">= " + std::to_string(peer.cma_threshold) + " bytes"
+                                    : std::string("off")) +
+            "\n";
+    char* buffer = nullptr;
+    size_t length = 0;
+    FILE* stream = open_memstream(&buffer, &length);
+    if (stream == nullptr) continue;
+    ucp_ep_print_info(peer.ep, stream);
+    std::fclose(stream);
+    text.append(buffer, length);
+    std::free(buffer);
+  }
+  return text;
+}
+
 Status UcxTransport::Result(const Request& r) const {
-  const bool ok = r.status == UCS_OK && (r.send || r.info.length == r.expected_bytes);
-  if (ok) return Status::Ok();
+  const bool ok = r.status == UCS_OK && (r.send || r.cma || r.info.length == r.expected_bytes);
+  if (ok) return r.cma_status;
   const std::string what = std::string("ucx: ") + (r.send ? "send to " : "receive from ") +
                            PeerName(r.peer) + " of " + std::to_string(r.expected_bytes) + " bytes";
   if (r.status != UCS_OK) {
     if (peers_[r.peer].error != UCS_OK) {
-      return UcxError(peers_[r.peer].error, what + " failed: the peer failed", __FILE__, __LINE__);
+      return PeerFailure(peers_[r.peer], what + " failed");
     }
     return UcxError(r.status, what, __FILE__, __LINE__);
   }
@@ -241,7 +344,7 @@ Status UcxTransport::Result(const Request& r) const {
 Status UcxTransport::CheckPeersAndTraffic() const {
   for (const Peer& peer : peers_) {
     if (peer.error != UCS_OK) {
-      return UcxError(peer.error, "ucx: " + PeerName(peer.rank) + " failed", __FILE__, __LINE__);
+      return PeerFailure(peer, "ucx");
     }
   }
   // Traffic of a nearby generation (a straggler of the previous world, or a peer already in
@@ -273,13 +376,19 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
     if (Poll(request)) return Result(request);
     if (ucp_worker_progress(worker_.get()) != 0) {
       idle = 0;
-    } else if ((++idle & 63) == 0) {
-      // Spin while the peer is likely to answer soon; give the CPU away only after a longer
-      // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
-      const auto now = SteadyClock::now();
-      if (idle == 64) idle_since = now;
-      if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
-        sched_yield();
+    } else {
+      // The peer may be a hyperthread sibling copying our data (CMA): spin politely.
+      CpuRelax();
+      if ((++idle & 63) == 0) {
+        // Spin while the peer is likely to answer soon; give the CPU away only after a longer
+        // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
+        const auto now = SteadyClock::now();
+        if (idle == 64) idle_since = now;
+        if (spin_before_sleep_.count() >= 0 && now - idle_since > spin_before_sleep_) {
+          std::this_thread::sleep_for(sleep_quantum_);
+        } else if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
+          sched_yield();
+        }
       }
     }
     if ((++spins & 127) == 0) {
@@ -333,8 +442,7 @@ std::optional<Status> UcxTransport::PollDetached(Request& request) {
   if (!request.finished) ucp_worker_progress(worker_.get());
   if (Poll(request)) return Result(request);
   if (peers_[request.peer].error != UCS_OK) {
-    return UcxError(peers_[request.peer].error, "ucx: " + PeerName(request.peer) + " failed",
-                    __FILE__, __LINE__);
+    return PeerFailure(peers_[request.peer], "ucx");
   }
   Status traffic = CheckPeersAndTraffic();
   if (!traffic.ok()) return traffic;
@@ -345,7 +453,9 @@ void UcxTransport::Shutdown(std::vector<Request*> detached) {
   std::vector<Request*> all = std::move(detached);
   for (auto& r : operation_requests_) all.push_back(r.get());
   for (Request* r : all) {
-    if (!r->finished && !r->send) ucp_request_cancel(worker_.get(), r->ucx_request);
+    if (r->finished) continue;
+    WithdrawCmaSend(*r);  // first: a receiver reading the buffer now will not trust it
+    if (!r->send && !r->ucx_done) ucp_request_cancel(worker_.get(), r->ucx_request);
   }
   if (!closed_) CloseEndpoints(/*force=*/true);  // completes outstanding sends with errors
   closed_ = true;
@@ -359,6 +469,7 @@ void UcxTransport::Shutdown(std::vector<Request*> detached) {
 }
 
 void UcxTransport::CloseEndpoints(bool force) {
+  SayGoodbye();
   const Deadline deadline = Deadline::After(kCloseGrace);
   std::vector<void*> pending;
   for (Peer& peer : peers_) {

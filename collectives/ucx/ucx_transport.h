@@ -8,6 +8,13 @@
 // generations and fails with FAILED_PRECONDITION when it sees one. The full 64-bit
 // generation is checked at bootstrap (store record and a hello exchange).
 //
+// Large messages between processes of one host (UcxContextOptions::cma_min_bytes) use a
+// rendezvous of our own: the sender tag-sends a small descriptor (address, length, cookie),
+// the receiver copies the payload straight out of the sender's memory with process_vm_readv
+// (cma.h), checks that the sender has not cancelled meanwhile, and acknowledges with a UCX
+// active message; the send completes on that acknowledgement. Both ranks decide per peer at
+// bootstrap (address record + hello), so they always agree on which messages use it.
+//
 // Progress is caller driven: Wait() spins on ucp_worker_progress (yielding the CPU when
 // idle) until the request completes, the deadline passes, the operation is aborted or a peer
 // fails. Threading: created on one thread, then used by one thread at a time (the owning
@@ -16,14 +23,17 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collectives/store.h"
 #include "collectives/transport.h"
+#include "collectives/ucx/cma.h"
 #include "collectives/ucx/ucx_handles.h"
 
 namespace retort::collectives::ucx {
@@ -35,14 +45,30 @@ class UcxTransport final : public Transport {
  public:
   // One posted send or receive. Requests of user Send/Recv outlive operations and are owned
   // by the caller; fields are the transport's.
+  // What a CMA send tag-sends instead of its payload.
+  struct CmaDescriptor {
+    uint64_t magic = 0;
+    uint64_t address = 0;  // the payload in the sender's memory
+    uint64_t bytes = 0;
+    uint64_t cookie = 0;         // echoed by the acknowledgement
+    uint64_t valid_address = 0;  // holds `cookie` until the sender cancels the send
+  };
   struct Request {
     bool send = false;
     int peer = 0;
     size_t expected_bytes = 0;
-    void* ucx_request = nullptr;  // null once finished
+    void* ucx_request = nullptr;  // null once the UCX part finished
+    bool ucx_done = false;        // the UCX part (payload, or CMA descriptor) finished
     bool finished = false;
     ucs_status_t status = UCS_OK;
     ucp_tag_recv_info_t info{};
+    // CMA rendezvous (see above).
+    bool cma = false;
+    CmaDescriptor descriptor;        // sent, or received
+    void* landing = nullptr;         // receive: where the payload goes
+    std::atomic<uint64_t> valid{0};  // send: the cookie while the receiver may read; 0 after
+    bool acked = false;              // send: the receiver's acknowledgement arrived
+    Status cma_status;               // the CMA part's result
   };
 
   // Publishes this rank's worker address under "<key_prefix>/rank<r>", reads every peer's,
@@ -75,6 +101,11 @@ class UcxTransport final : public Transport {
   void Shutdown(std::vector<Request*> detached);
   // Ranks whose endpoint reported an error. Thread-safe (the flags are atomics).
   std::vector<int> FailedPeers() const;
+  // The transports UCX chose per peer (ucp_ep_print_info) and the CMA threshold per peer, as
+  // of bootstrap: for logs and benchmarks.
+  const std::string& description() const { return description_; }
+  // The CMA threshold towards `peer` (bytes), 0 when CMA is not used with it.
+  size_t cma_threshold(int peer) const { return peers_[peer].cma_threshold; }
 
   // Sends with an arbitrary generation in the wire tag: tests of generation fencing only.
   StatusOr<std::unique_ptr<Request>> PostDetachedSendWithGenerationForTesting(
@@ -87,10 +118,36 @@ class UcxTransport final : public Transport {
     ucp_ep_h ep = nullptr;
     ucs_status_t error = UCS_OK;      // set by the error callback on the progress thread
     std::atomic<bool> failed{false};  // mirrors error != UCS_OK for other threads
+    CmaIdentity cma;                  // from the peer's address record
+    size_t cma_min_bytes = 0;         // the peer's own threshold (0: it refuses CMA)
+    bool can_read = false;            // this process can read the peer's memory
+    size_t cma_threshold = 0;         // agreed at the hello; 0: no CMA with this peer
+    // The peer announced it closes its endpoints on purpose: a connection error from it
+    // afterwards fails operations but does not name it in FailedPeers().
+    bool said_goodbye = false;
+  };
+  struct CmaAck {
+    uint64_t cookie = 0;
+    int32_t code = 0;  // CmaAckCode
   };
 
   UcxTransport(int rank, int size, uint64_t generation);
   static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t OnCmaAck(void* arg, const void* header, size_t header_length, void* data,
+                               size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
+  // The status for an operation on a peer whose endpoint reported an error.
+  Status PeerFailure(const Peer& peer, const std::string& what) const;
+  // Tells every connected peer that this rank closes its endpoints on purpose.
+  void SayGoodbye();
+  bool UseCma(int peer, size_t bytes) const;
+  // Receive side of the CMA rendezvous once the descriptor arrived: copy, check, acknowledge.
+  Status CompleteCmaReceive(Request& request);
+  void SendCmaAck(int peer, uint64_t cookie, int32_t code);
+  // Send side on cancellation: the receiver must not trust the buffer from now on.
+  void WithdrawCmaSend(Request& request);
+  std::string Describe();
   Status Connect(Store* store, const std::string& key_prefix, Deadline deadline);
   Status ExchangeHello(Deadline deadline);
   uint64_t WireTag(uint64_t generation, int source, MessageTag tag) const;
@@ -108,8 +165,15 @@ class UcxTransport final : public Transport {
   UcpWorker worker_;
   std::vector<Peer> peers_;  // sized once; callbacks hold pointers into it
   bool closed_ = false;
-  std::chrono::microseconds spin_before_yield_{20};  // from UcxContextOptions
+  std::chrono::microseconds spin_before_yield_{20};   // from UcxContextOptions
+  std::chrono::microseconds spin_before_sleep_{200};  // from UcxContextOptions
+  std::chrono::microseconds sleep_quantum_{50};       // from UcxContextOptions
   std::vector<std::unique_ptr<Request>> operation_requests_;
+  CmaIdentity local_cma_;
+  size_t cma_min_bytes_ = 0;  // from UcxContextOptions
+  uint64_t next_cookie_ = 1;
+  std::unordered_map<uint64_t, Request*> awaiting_ack_;  // CMA sends by cookie
+  std::string description_;
 };
 
 }  // namespace retort::collectives::ucx

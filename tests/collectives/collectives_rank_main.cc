@@ -7,7 +7,9 @@
 //                       operation, <status_dir>/rank<r>.error with the status, then exits 3.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "collectives/ucx/ucx_hierarchical.h"
 #include "common/args.h"
@@ -29,6 +31,7 @@ struct RankOptions {
   int64_t count = 1 << 20;
   int64_t loop_seconds = 30;
   bool big = false;
+  int64_t linger_ms = 1000;
 };
 
 RankOptions g_options;  // set once by main() before the test runs
@@ -68,6 +71,11 @@ TEST(RankMain, Run) {
         std::string failed;
         for (int r : comm.FailedPeers()) failed += std::to_string(r) + "\n";
         WriteStatusFile(".failed_peers", failed);
+        // A worker drops the broken communicator (its peers hear that it left on purpose)
+        // and stays up, waiting for the next generation; exiting at once would make this
+        // rank look dead to peers still mid-operation.
+        comm_or->reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(g_options.linger_ms));
         std::_Exit(3);
       }
       if (!reported) WriteStatusFile(".progress", "ok");
@@ -120,6 +128,8 @@ int main(int argc, char** argv) {
   parser.AddInt("count", &g_options.count, "elements per all-reduce (loop)");
   parser.AddInt("loop_seconds", &g_options.loop_seconds, "bound on the loop mode");
   parser.AddBool("big", &g_options.big, "also run the 64 MiB cases");
+  parser.AddInt("linger_ms", &g_options.linger_ms,
+                "--mode=loop: stay up this long after a failed collective before exiting");
   auto parsed = parser.Parse(argc, argv);
   if (!parsed.ok()) {
     std::cerr << parsed.status() << "\n";
