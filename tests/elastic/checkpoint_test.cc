@@ -76,6 +76,7 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
   for (const auto& [id, step] : c->committed_seen()) newest_before = std::max(newest_before, step);
 
   ExpectCompletedCleanly(*c, {a, b});
+  if (HasFatalFailure()) return;
   MetricsFile m = c->Metrics();
   const MetricLine* first = FirstLineFrom(m, lines_before);
   ASSERT_NE(first, nullptr) << "no step completed after the two failures\n" << c->Logs();
@@ -148,6 +149,7 @@ TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUse
 
   const int r0 = c->StartWorker(0), r1 = c->StartWorker(1);
   ExpectCompletedCleanly(*c, {0, 1});
+  if (HasFatalFailure()) return;
   MetricsFile m = c->Metrics();
   ASSERT_LT(lines_before, m.lines.size()) << "no step completed after the restart\n" << c->Logs();
   const int64_t resumed = m.lines[lines_before].step - 1;

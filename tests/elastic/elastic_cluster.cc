@@ -358,16 +358,31 @@ bool ElasticCluster::WaitForStep(int64_t step, milliseconds timeout) {
   }
 }
 
-bool ElasticCluster::WaitAllExited(milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto left = [&] {
-    return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
-                                         deadline - std::chrono::steady_clock::now()));
-  };
-  bool all = true;
-  for (auto& w : workers_) all = w->Wait(left()).has_value() && all;
-  if (coordinator_) all = coordinator_->Wait(left()).has_value() && all;
-  return all;
+bool ElasticCluster::WaitAllExited(milliseconds timeout, milliseconds stall, std::string* why) {
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  const auto deadline = now() + timeout;
+  size_t lines = Metrics().lines.size();
+  auto last_progress = now();
+  while (true) {
+    bool all = coordinator_ == nullptr || !coordinator_->Running();
+    for (auto& w : workers_) all = !w->Running() && all;
+    if (all) return true;
+    size_t n = Metrics().lines.size();
+    if (n != lines) {
+      lines = n;
+      last_progress = now();
+    }
+    if (now() >= deadline) {
+      *why = "the job did not finish within " + std::to_string(timeout.count()) + " ms";
+      return false;
+    }
+    if (now() - last_progress >= stall) {
+      *why = "the job is stuck: no step completed for " + std::to_string(stall.count()) +
+             " ms (last step " + std::to_string(LastStep()) + ")";
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
 }
 
 std::string ElasticCluster::Logs(size_t max_chars) const {

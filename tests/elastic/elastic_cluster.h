@@ -132,8 +132,11 @@ class ElasticCluster {
   int64_t LastStep() const;  // highest step in metrics.jsonl (0 when none)
   // Waits until metrics.jsonl reaches `step`; false when `timeout` passes or every worker exited.
   bool WaitForStep(int64_t step, std::chrono::milliseconds timeout);
-  // Waits for the coordinator and every worker process to exit. True when all exited.
-  bool WaitAllExited(std::chrono::milliseconds timeout);
+  // Waits for the coordinator and every worker process to exit. True when all exited. Gives up
+  // early when metrics.jsonl gains no line for `stall` while processes still run (a hung job);
+  // *why says which limit was hit.
+  bool WaitAllExited(std::chrono::milliseconds timeout, std::chrono::milliseconds stall,
+                     std::string* why);
 
   const std::string& dir() const { return dir_; }
   std::string metrics_path() const { return dir_ + "/out/metrics.jsonl"; }

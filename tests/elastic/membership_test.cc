@@ -34,6 +34,7 @@ TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajector
       << st.raw << "\n"
       << c->Logs();
   ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
   EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "2 -> 3")
@@ -97,6 +98,7 @@ TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
       kEvent))
       << c->Logs();
   ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
   EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2");
@@ -129,6 +131,7 @@ TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   EXPECT_NE(c->worker(victim_index).Log().find("left the job (SIGTERM)"), std::string::npos)
       << c->worker(victim_index).Log();
   ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
   EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2");
@@ -209,6 +212,7 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
       << c->Logs();
   ASSERT_TRUE(c->WaitForStep(paused_at + 1, kEvent)) << "training did not resume\n" << c->Logs();
   ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
   EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2 -> 3");
