@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -36,6 +38,16 @@ class ElasticScenarioTest : public ::testing::Test {
       GTEST_SKIP() << "Fashion-MNIST not found in " << kFashionMnistDir << " (scripts/setup)";
   }
 
+  // Keeps the logs of a failed scenario for inspection; removes them otherwise.
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const auto& d : dirs_) std::cout << "[ logs     ] " << d << "\n";
+      return;
+    }
+    std::error_code ec;
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+
   // Skips when RETORT_ELASTIC_PENDING is set: the scenario needs `feature`, being built.
   static bool Pending() {
     const char* v = std::getenv("RETORT_ELASTIC_PENDING");
@@ -52,6 +64,7 @@ class ElasticScenarioTest : public ::testing::Test {
   std::unique_ptr<ElasticCluster> StartCluster(const JobOptions& job, int workers,
                                                ClusterOptions options = {}) {
     auto c = std::make_unique<ElasticCluster>(job, options);
+    dirs_.push_back(c->dir());
     std::string error;
     EXPECT_TRUE(c->StartCoordinator(milliseconds(15000), &error)) << error;
     for (int i = 0; i < workers; ++i) c->StartWorker(i);
@@ -94,6 +107,7 @@ class ElasticScenarioTest : public ::testing::Test {
   }
 
   std::vector<double> reference_;
+  std::vector<std::string> dirs_;
 };
 
 }  // namespace retort::elastic_testing
