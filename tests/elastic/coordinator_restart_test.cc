@@ -21,7 +21,7 @@ TEST_F(CoordinatorRestartTest, KillNineCoordinatorTrainingContinuesAndCheckpoint
   options.port = PickFreePort();
   ASSERT_GT(options.port, 0);
   auto c = StartCluster(job, 2, options);
-  ASSERT_TRUE(c->WaitForStep(8, kStartup)) << c->Logs();
+  ASSERT_TRUE(c->WaitForWorld(2, 8, kStartup)) << c->Logs();
   StatusView before;
   ASSERT_TRUE(c->WaitForStatus(
       [](const StatusView& s) { return s.members.size() == 2 && s.AllRanked(); }, kEvent, &before))

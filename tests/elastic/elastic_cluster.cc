@@ -358,6 +358,21 @@ bool ElasticCluster::WaitForStep(int64_t step, milliseconds timeout) {
   }
 }
 
+bool ElasticCluster::WaitForWorld(int world, int64_t step, milliseconds timeout) {
+  auto reached = [&] {
+    auto lines = Metrics().lines;
+    return !lines.empty() && lines.back().world_size == world && lines.back().step >= step;
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (reached()) return true;
+    bool any_running = false;
+    for (auto& w : workers_) any_running = any_running || w->Running();
+    if (!any_running || std::chrono::steady_clock::now() >= deadline) return reached();
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
 bool ElasticCluster::WaitAllExited(milliseconds timeout, milliseconds stall, std::string* why) {
   auto now = [] { return std::chrono::steady_clock::now(); };
   const auto deadline = now() + timeout;

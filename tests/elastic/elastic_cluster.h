@@ -132,6 +132,9 @@ class ElasticCluster {
   int64_t LastStep() const;  // highest step in metrics.jsonl (0 when none)
   // Waits until metrics.jsonl reaches `step`; false when `timeout` passes or every worker exited.
   bool WaitForStep(int64_t step, std::chrono::milliseconds timeout);
+  // Waits until the newest metrics line has reached `step` with `world` ranks (so the event a
+  // test triggers next happens in a generation of that size); false as WaitForStep.
+  bool WaitForWorld(int world, int64_t step, std::chrono::milliseconds timeout);
   // Waits for the coordinator and every worker process to exit. True when all exited. Gives up
   // early when metrics.jsonl gains no line for `stall` while processes still run (a hung job);
   // *why says which limit was hit.

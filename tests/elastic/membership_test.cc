@@ -2,6 +2,7 @@
 // a worker joining mid-run, `retortctl drain`, SIGTERM, and `retortctl scale`. Each must happen
 // at a step boundary, lose no completed step, and leave the loss curve of the uninterrupted run
 // unchanged (world-size invariance).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,7 +24,7 @@ TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajector
   job.max_workers = 3;
   LoadReference(job);
   auto c = StartCluster(job, 2);
-  ASSERT_TRUE(c->WaitForStep(10, kStartup)) << c->Logs();
+  ASSERT_TRUE(c->WaitForWorld(2, 10, kStartup)) << c->Logs();
   const size_t lines_before_join = c->Metrics().lines.size();
   const int64_t before_join = c->LastStep();
   const int joiner = c->StartWorker(2);
@@ -73,7 +74,7 @@ TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   LoadReference(job);
   auto c = StartCluster(job, 3);
   StatusView st;
-  ASSERT_TRUE(c->WaitForStep(10, kStartup)) << c->Logs();
+  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
   ASSERT_TRUE(c->WaitForStatus(
       [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
       << c->Logs();
@@ -101,7 +102,7 @@ TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
-  EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2");
+  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
   ExpectNoLostSteps(m, job, lines_before, step_before);
   EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
   ExpectSameTrajectory(m.lines, "drain of rank 0 at step ~" + std::to_string(step_before));
@@ -115,7 +116,7 @@ TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   LoadReference(job);
   auto c = StartCluster(job, 3);
   StatusView st;
-  ASSERT_TRUE(c->WaitForStep(10, kStartup)) << c->Logs();
+  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
   ASSERT_TRUE(c->WaitForStatus(
       [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
       << c->Logs();
@@ -134,7 +135,7 @@ TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
-  EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2");
+  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
   ExpectNoLostSteps(m, job, lines_before, step_before);
   EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
   ExpectSameTrajectory(m.lines, "SIGTERM of rank 1 at step ~" + std::to_string(step_before));
@@ -149,7 +150,7 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
   job.max_workers = 3;
   LoadReference(job);
   auto c = StartCluster(job, 3);
-  ASSERT_TRUE(c->WaitForStep(8, kStartup)) << c->Logs();
+  ASSERT_TRUE(c->WaitForWorld(3, 8, kStartup)) << c->Logs();
   ASSERT_TRUE(c->WaitForStatus(
       [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent))
       << c->Logs();
@@ -215,7 +216,7 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
   if (HasFatalFailure()) return;
 
   MetricsFile m = c->Metrics();
-  EXPECT_EQ(SequenceText(WorldSizeSequence(m.lines)), "3 -> 2 -> 3");
+  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2 -> 3"));
   ExpectNoLostSteps(m, job, lines_before_max, step_before_max);
   EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
   ExpectSameTrajectory(m.lines, "scale max 3->2, min 2->3, pause, rejoin");
