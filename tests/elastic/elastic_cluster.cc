@@ -334,7 +334,8 @@ bool ElasticCluster::WaitForStatus(const std::function<bool(const StatusView&)>&
     auto s = Status();
     if (s && last) *last = *s;
     if (s && pred(*s)) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // A coordinator that exited (the job ended, or it crashed) will not answer again.
+    if (std::chrono::steady_clock::now() >= deadline || !coordinator_->Running()) return false;
     std::this_thread::sleep_for(milliseconds(200));
   }
 }

@@ -22,7 +22,9 @@ namespace retort::elastic_testing {
 // The job every scenario runs. Only the trajectory fields (TrajectoryYaml) decide the loss curve;
 // elastic bounds and checkpoints do not.
 struct JobOptions {
-  int steps = 60;
+  // Long enough that the slowest event sequence (coordinator restart, then a checkpoint) ends
+  // well before the last step on an idle machine (~0.08 s per step).
+  int steps = 120;
   int global_batch = 48;
   int min_workers = 1;
   int max_workers = 8;
@@ -122,7 +124,8 @@ class ElasticCluster {
   int Ctl(const std::vector<std::string>& args, std::string* out,
           std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
   std::optional<StatusView> Status();
-  // Polls Status() every 200 ms until `pred` holds or `timeout` passes.
+  // Polls Status() every 200 ms until `pred` holds; false once `timeout` passes or the
+  // coordinator process has exited.
   bool WaitForStatus(const std::function<bool(const StatusView&)>& pred,
                      std::chrono::milliseconds timeout, StatusView* last = nullptr);
   // Every (checkpoint id -> step) a Status() call has reported as last committed.

@@ -13,7 +13,7 @@ namespace retort::elastic_testing {
 
 // Relative loss tolerance for a run whose membership changed in place, against the
 // uninterrupted reference. World-size invariance makes 1, 2 and 3 workers agree to ~1e-6
-// relative (floating-point reassociation of the gradient sums); over 60 steps that noise stays
+// relative (floating-point reassociation of the gradient sums); over 120 steps that noise stays
 // well below 1e-3. Losing state (optimizer moments restarting from zero, a step applied twice or
 // skipped, a rank with stale parameters) moves the loss by more than 1e-2 within a few steps,
 // so 1e-3 separates "same trajectory" from "different trajectory" with margin on both sides.

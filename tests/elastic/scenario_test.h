@@ -25,7 +25,7 @@ using std::chrono::milliseconds;
 
 class ElasticScenarioTest : public ::testing::Test {
  protected:
-  // Bounds of every wait. The job takes ~15-25 s on an idle 2-core machine; the bounds are a
+  // Bounds of every wait. The job (120 steps) takes ~10-30 s on a 2-core machine; the bounds are a
   // few times that, so a loaded machine does not fail the test while a hang still ends it.
   static constexpr milliseconds kStartup{60000};
   static constexpr milliseconds kEvent{45000};
