@@ -1,0 +1,178 @@
+// Disk-checkpoint fallbacks on 127.0.0.1: two simultaneous failures (the in-memory replica of a
+// dead rank died with its neighbour) fall back to the last committed checkpoint, and a
+// corrupted shard of the newest checkpoint is caught by its checksum, so the job resumes from
+// the previous committed one. A restore from disk is exact: the losses after it match the
+// uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "elastic/scenario_test.h"
+
+namespace retort::elastic_testing {
+namespace {
+
+class CheckpointTest : public ElasticScenarioTest {
+ protected:
+  // Waits until at least `count` checkpoints are committed on disk; gives up early (returning
+  // false) once training passes `give_up_step` without them.
+  bool WaitForCommitted(ElasticCluster& c, size_t count, int64_t give_up_step) {
+    bool ok = testing::WaitFor(
+        [&] {
+          c.Status();  // records committed checkpoints seen by the coordinator
+          return ListCommittedCheckpoints(c.checkpoint_dir()).size() >= count ||
+                 c.LastStep() >= give_up_step;
+        },
+        kStartup);
+    return ok && ListCommittedCheckpoints(c.checkpoint_dir()).size() >= count;
+  }
+};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Scenario 6: 4 workers, kill -9 of two adjacent ranks at once. The job falls back to the last
+// committed disk checkpoint by itself and completes; the step it resumes from is a committed
+// checkpoint's step, not older than the newest one committed before the failure.
+TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
+  if (Pending()) GTEST_SKIP() << "RETORT_ELASTIC_PENDING: disk checkpoint shards and fallback";
+  JobOptions job;
+  job.min_workers = 2;
+  job.max_workers = 4;
+  job.checkpoint_every_steps = 5;
+  job.checkpoint_keep = 3;
+  LoadReference(job);
+  auto c = StartCluster(job, 4);
+  StatusView st;
+  ASSERT_TRUE(c->WaitForStatus(
+      [](const StatusView& s) { return s.members.size() == 4 && s.AllRanked(); }, kStartup, &st))
+      << c->Logs();
+  ASSERT_TRUE(WaitForCommitted(*c, 2, 25))
+      << "no 2 committed checkpoints by step 25 although checkpoint.every_steps=5 (last step "
+      << c->LastStep()
+      << ", checkpoints on disk: " << ListCommittedCheckpoints(c->checkpoint_dir()).size() << ")\n"
+      << c->Logs();
+  ASSERT_TRUE(c->WaitForStatus(
+      [](const StatusView& s) { return s.members.size() == 4 && s.AllRanked(); }, kEvent, &st));
+  const int a = c->WorkerIndexForLocalRank(st.ByRank(1)->local_rank);
+  const int b = c->WorkerIndexForLocalRank(st.ByRank(2)->local_rank);
+  c->worker(a).Signal(SIGKILL);
+  c->worker(b).Signal(SIGKILL);
+  const int64_t step_before = c->LastStep();
+  int64_t newest_before = 0;
+  for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
+    newest_before = std::max(newest_before, ck.step);
+  for (const auto& [id, step] : c->committed_seen()) newest_before = std::max(newest_before, step);
+
+  ExpectCompletedCleanly(*c, {a, b});
+  if (HasFatalFailure()) return;
+  MetricsFile m = c->Metrics();
+  // Rank 0 may append the line of a step completed just before the kill after we looked, so
+  // the resumed run is told apart by its generation, not by its position in the file.
+  const MetricLine* first = nullptr;
+  int64_t completed_before = step_before;
+  for (const auto& l : m.lines) {
+    if (l.generation <= st.generation) completed_before = std::max(completed_before, l.step);
+    if (l.generation > st.generation && first == nullptr) first = &l;
+  }
+  ASSERT_NE(first, nullptr) << "no step completed after the two failures\n" << c->Logs();
+  const int64_t resumed = first->step - 1;
+  std::set<int64_t> committed_steps;
+  for (const auto& [id, step] : c->committed_seen()) committed_steps.insert(step);
+  for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
+    committed_steps.insert(ck.step);
+  std::cout << "[ measured ] two failures after step " << completed_before << ": resumed from step "
+            << resumed << " (newest checkpoint committed before the failure: step " << newest_before
+            << ")\n";
+  EXPECT_TRUE(committed_steps.count(resumed))
+      << "resumed from step " << resumed << ", which is no committed checkpoint's step";
+  EXPECT_GE(resumed, newest_before) << "resumed from an older checkpoint than the newest one";
+  EXPECT_LE(resumed, completed_before);
+  EXPECT_EQ(first->world_size, 2);
+  EXPECT_TRUE(m.malformed.empty());
+  EXPECT_EQ(MissingSteps(m.lines, job.steps), "");
+  ExpectSameTrajectory(m.lines, "two failures after step " + std::to_string(completed_before) +
+                                    ", restore from the checkpoint at step " +
+                                    std::to_string(resumed));
+}
+
+// Scenario 9: the newest committed checkpoint has a corrupted shard (bytes flipped). After all
+// workers are restarted, the corruption is detected by the file's checksum and the job resumes
+// from the previous committed checkpoint.
+TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUsed) {
+  if (Pending()) GTEST_SKIP() << "RETORT_ELASTIC_PENDING: disk checkpoint shards and fallback";
+  JobOptions job;
+  job.min_workers = 2;
+  job.max_workers = 2;
+  job.checkpoint_every_steps = 5;
+  job.checkpoint_keep = 3;
+  LoadReference(job);
+  auto c = StartCluster(job, 2);
+  ASSERT_TRUE(WaitForCommitted(*c, 2, 25))
+      << "no 2 committed checkpoints by step 25 although checkpoint.every_steps=5 (last step "
+      << c->LastStep() << ")\n"
+      << c->Logs();
+  c->worker(0).Signal(SIGKILL);
+  c->worker(1).Signal(SIGKILL);
+  const size_t lines_before = c->Metrics().lines.size();
+  const int64_t step_before = c->LastStep();
+  ASSERT_TRUE(c->WaitForStatus([](const StatusView& s) { return s.members.empty(); }, kEvent))
+      << "the killed workers were not evicted\n"
+      << c->Logs();
+
+  auto committed = ListCommittedCheckpoints(c->checkpoint_dir());
+  ASSERT_GE(committed.size(), 2u);
+  const CommittedCheckpoint newest = committed.back(), previous = committed[committed.size() - 2];
+  ASSERT_FALSE(newest.files.empty()) << "the manifest of " << newest.dir << " lists no files";
+  const std::string victim = newest.dir + "/" + newest.files.front();
+  const auto size = std::filesystem::file_size(victim);
+  ASSERT_GT(size, 0u) << victim;
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << victim;
+    const std::streamoff at = static_cast<std::streamoff>(size / 2);
+    std::string bytes(std::min<size_t>(64, size - size / 2), '\0');
+    f.seekg(at);
+    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    for (char& ch : bytes) ch = static_cast<char>(~ch);
+    f.seekp(at);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(f.good()) << "cannot corrupt " << victim;
+  }
+  std::cout << "[ measured ] corrupted " << victim << " (checkpoint " << newest.id << " at step "
+            << newest.step << "); previous committed: checkpoint " << previous.id << " at step "
+            << previous.step << "; last step before the restart " << step_before << "\n";
+
+  const int r0 = c->StartWorker(0), r1 = c->StartWorker(1);
+  ExpectCompletedCleanly(*c, {0, 1});
+  if (HasFatalFailure()) return;
+  MetricsFile m = c->Metrics();
+  ASSERT_LT(lines_before, m.lines.size()) << "no step completed after the restart\n" << c->Logs();
+  const int64_t resumed = m.lines[lines_before].step - 1;
+  EXPECT_EQ(resumed, previous.step)
+      << "the restarted job must resume from the previous committed checkpoint (step "
+      << previous.step << ", the newest at step " << newest.step << " is corrupt)";
+  const std::string name = std::filesystem::path(victim).filename().string();
+  std::string logs = c->worker(r0).Log() + c->worker(r1).Log() + c->coordinator().Log();
+  bool named = false;
+  std::istringstream lines(logs);
+  for (std::string line; std::getline(lines, line);) {
+    std::string l = Lower(line);
+    if (line.find(name) != std::string::npos &&
+        (l.find("checksum") != std::string::npos || l.find("crc") != std::string::npos))
+      named = true;
+  }
+  EXPECT_TRUE(named) << "no log line reports the checksum mismatch of " << name << "\n"
+                     << c->Logs();
+  EXPECT_TRUE(m.malformed.empty());
+  EXPECT_EQ(MissingSteps(m.lines, job.steps), "");
+  ExpectSameTrajectory(m.lines, "restart from the checkpoint before a corrupted one");
+}
+
+}  // namespace
+}  // namespace retort::elastic_testing

@@ -1,0 +1,183 @@
+// Harness for elasticity and fault scenarios: one retort-coordinator and any number of training
+// retort-worker processes of a small Fashion-MNIST distillation job on 127.0.0.1, steered with
+// retortctl and observed through `retortctl status --json` and the job's metrics.jsonl (one line
+// per completed step, appended by whichever worker is rank 0).
+//
+// Every wait is bounded by the caller's timeout. The destructor SIGKILLs every process still
+// running. Not thread-safe: one test thread drives one cluster.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "testing/subprocess.h"
+
+namespace retort::elastic_testing {
+
+// The job every scenario runs. Only the trajectory fields (TrajectoryYaml) decide the loss curve;
+// elastic bounds and checkpoints do not.
+struct JobOptions {
+  // Long enough that the slowest event sequence (coordinator restart, then a checkpoint) ends
+  // well before the last step on an idle machine (~0.08 s per step).
+  int steps = 120;
+  int global_batch = 48;
+  int min_workers = 1;
+  int max_workers = 8;
+  int checkpoint_every_steps = 0;  // 0: no periodic checkpoints
+  int checkpoint_keep = 3;
+};
+
+// Model, data, batch, steps, optimizer, distillation: what the loss curve depends on.
+std::string TrajectoryYaml(const JobOptions& job);
+// The full job spec of a scenario (trajectory + elastic bounds + checkpoints + output_dir).
+std::string ScenarioJobYaml(const JobOptions& job, const std::string& output_dir);
+
+// Where Fashion-MNIST is expected (the job spec's default dataset path).
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+bool FashionMnistAvailable();
+
+struct MetricLine {
+  int64_t step = 0;
+  int64_t time_unix_ms = 0;
+  int64_t epoch = 0;
+  uint64_t generation = 0;
+  int world_size = 0;
+  double loss = 0;
+};
+
+struct MetricsFile {
+  std::vector<MetricLine> lines;  // in file order
+  // Complete lines (ending in '\n') that are not a metrics object: corruption.
+  std::vector<std::string> malformed;
+};
+
+// Reads a metrics.jsonl that may be being appended to: an unterminated last line is ignored.
+MetricsFile ReadMetrics(const std::string& path);
+
+// Losses (index i = step i + 1) of an uninterrupted run of the same trajectory by two workers
+// through tools/retort-run. Cached under the build directory, keyed by the trajectory and the
+// binaries' size and modification time, so the scenarios of one build share one reference run.
+// Safe against concurrent test processes (flock). On failure returns empty and sets *error.
+std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error);
+
+struct MemberView {
+  std::string id;
+  int rank = -1;
+  std::string node;
+  int local_rank = -1;
+  int64_t step = 0;
+};
+
+struct StatusView {
+  std::string state;
+  uint64_t generation = 0;
+  int64_t step = 0;
+  int min_workers = 0;
+  int max_workers = 0;
+  uint64_t last_checkpoint_id = 0;
+  int64_t last_checkpoint_step = 0;
+  std::vector<MemberView> members;
+  std::string raw;
+
+  bool AllRanked() const;
+  const MemberView* ByRank(int rank) const;
+  const MemberView* ById(const std::string& id) const;
+};
+
+struct ClusterOptions {
+  int64_t eviction_timeout_ms = 2000;
+  int64_t heartbeat_interval_ms = 200;
+  int64_t settle_ms = 300;
+  // Deadline of every collective: how long survivors wait on a dead peer at the latest.
+  int64_t comm_timeout_ms = 5000;
+  int64_t rpc_timeout_ms = 1000;
+  // Fixed coordinator port (0: the coordinator picks one and writes it to a port file).
+  int port = 0;
+};
+
+class ElasticCluster {
+ public:
+  ElasticCluster(JobOptions job, ClusterOptions options);
+  ~ElasticCluster();
+  ElasticCluster(const ElasticCluster&) = delete;
+  ElasticCluster& operator=(const ElasticCluster&) = delete;
+
+  // Starts (or restarts, same state dir and port) the coordinator and waits until it answers
+  // `retortctl status`. Returns false (with *error) when it does not within `timeout`.
+  bool StartCoordinator(std::chrono::milliseconds timeout, std::string* error);
+  // Starts a worker on node "node0" with the given local rank (workers are identified by it).
+  // Returns the index of the new process in workers().
+  int StartWorker(int local_rank);
+  testing::Subprocess& coordinator() { return *coordinator_; }
+  testing::Subprocess& worker(int index) { return *workers_.at(index); }
+  int worker_count() const { return static_cast<int>(workers_.size()); }
+  int local_rank_of(int index) const { return local_ranks_.at(index); }
+  // The newest worker process started with `local_rank` (-1 when none).
+  int WorkerIndexForLocalRank(int local_rank) const;
+
+  // retortctl --coordinator=ADDR ARGS...; returns its exit code, output in *out.
+  int Ctl(const std::vector<std::string>& args, std::string* out,
+          std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  std::optional<StatusView> Status();
+  // Polls Status() every 200 ms until `pred` holds; false once `timeout` passes or the
+  // coordinator process has exited.
+  bool WaitForStatus(const std::function<bool(const StatusView&)>& pred,
+                     std::chrono::milliseconds timeout, StatusView* last = nullptr);
+  // Every (checkpoint id -> step) a Status() call has reported as last committed.
+  const std::set<std::pair<uint64_t, int64_t>>& committed_seen() const { return committed_seen_; }
+
+  MetricsFile Metrics() const;
+  int64_t LastStep() const;  // highest step in metrics.jsonl (0 when none)
+  // Waits until metrics.jsonl reaches `step`; false when `timeout` passes or every worker exited.
+  bool WaitForStep(int64_t step, std::chrono::milliseconds timeout);
+  // Waits until the newest metrics line has reached `step` with `world` ranks (so the event a
+  // test triggers next happens in a generation of that size); false as WaitForStep.
+  bool WaitForWorld(int world, int64_t step, std::chrono::milliseconds timeout);
+  // Waits for the coordinator and every worker process to exit. True when all exited. Gives up
+  // early when metrics.jsonl gains no line for `stall` while processes still run (a hung job);
+  // *why says which limit was hit.
+  bool WaitAllExited(std::chrono::milliseconds timeout, std::chrono::milliseconds stall,
+                     std::string* why);
+
+  const std::string& dir() const { return dir_; }
+  std::string metrics_path() const { return dir_ + "/out/metrics.jsonl"; }
+  std::string state_dir() const { return dir_ + "/state"; }
+  std::string checkpoint_dir() const { return dir_ + "/state/checkpoints"; }
+  const std::string& address() const { return address_; }
+  // The last `max_chars` of every process's log, for failure messages.
+  std::string Logs(size_t max_chars = 6000) const;
+
+ private:
+  const JobOptions job_;
+  const ClusterOptions options_;
+  std::string dir_;
+  std::string address_;
+  int port_ = 0;
+  int coordinator_starts_ = 0;
+  int ctl_calls_ = 0;
+  std::unique_ptr<testing::Subprocess> coordinator_;
+  std::vector<std::unique_ptr<testing::Subprocess>> old_coordinators_;
+  std::vector<std::unique_ptr<testing::Subprocess>> workers_;
+  std::vector<int> local_ranks_;
+  std::set<std::pair<uint64_t, int64_t>> committed_seen_;
+};
+
+// A free TCP port on 127.0.0.1 at the time of the call (bound to port 0, then released).
+int PickFreePort();
+
+// Committed checkpoints found on disk: id -> (step, manifest JSON text). Only directories with a
+// MANIFEST.json count: a checkpoint without a committed manifest does not exist.
+struct CommittedCheckpoint {
+  uint64_t id = 0;
+  int64_t step = 0;
+  std::string dir;
+  std::vector<std::string> files;  // relative to dir, as listed in the manifest
+};
+std::vector<CommittedCheckpoint> ListCommittedCheckpoints(const std::string& checkpoint_dir);
+
+}  // namespace retort::elastic_testing
