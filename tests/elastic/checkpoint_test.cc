@@ -40,7 +40,6 @@ std::string Lower(std::string s) {
 // committed disk checkpoint by itself and completes; the step it resumes from is a committed
 // checkpoint's step, not older than the newest one committed before the failure.
 TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
-  if (Pending()) GTEST_SKIP() << "RETORT_ELASTIC_PENDING: disk checkpoint shards and fallback";
   JobOptions job;
   job.min_workers = 2;
   job.max_workers = 4;
@@ -105,7 +104,6 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
 // workers are restarted, the corruption is detected by the file's checksum and the job resumes
 // from the previous committed checkpoint.
 TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUsed) {
-  if (Pending()) GTEST_SKIP() << "RETORT_ELASTIC_PENDING: disk checkpoint shards and fallback";
   JobOptions job;
   job.min_workers = 2;
   job.max_workers = 2;

@@ -31,7 +31,6 @@ std::string Lower(std::string s) {
 // the loss curve matches the uninterrupted run (the dead rank's optimizer range comes back from
 // its in-memory replica).
 TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajectory) {
-  if (Pending()) GTEST_SKIP() << "RETORT_ELASTIC_PENDING: in-place recovery from a peer replica";
   JobOptions job;
   job.min_workers = 2;
   job.max_workers = 3;

@@ -1,9 +1,6 @@
 // Base fixture of the elasticity scenarios (tests/elastic/*_test.cc): skips without the
 // Fashion-MNIST files, loads the uninterrupted reference curve, and offers the checks every
 // scenario ends with (the job completes, no completed step is lost, the loss curve matches).
-//
-// RETORT_ELASTIC_PENDING=1 turns the scenarios that depend on features still being built
-// (SkipIfPending) into skips; by default every scenario runs and reports what it finds.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -46,12 +43,6 @@ class ElasticScenarioTest : public ::testing::Test {
     }
     std::error_code ec;
     for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
-  }
-
-  // Skips when RETORT_ELASTIC_PENDING is set: the scenario needs `feature`, being built.
-  static bool Pending() {
-    const char* v = std::getenv("RETORT_ELASTIC_PENDING");
-    return v != nullptr && *v != '\0' && std::string(v) != "0";
   }
 
   void LoadReference(const JobOptions& job) {
