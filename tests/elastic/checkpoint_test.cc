@@ -64,8 +64,12 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
   c->worker(b).Signal(SIGKILL);
   const int64_t step_before = c->LastStep();
   int64_t newest_before = 0;
-  for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
+  // Committed at the kill (keep-K may delete them from disk before the job ends).
+  std::set<int64_t> committed_steps;
+  for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir())) {
     newest_before = std::max(newest_before, ck.step);
+    committed_steps.insert(ck.step);
+  }
   for (const auto& [id, step] : c->committed_seen()) newest_before = std::max(newest_before, step);
 
   ExpectCompletedCleanly(*c, {a, b});
@@ -81,7 +85,6 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
   }
   ASSERT_NE(first, nullptr) << "no step completed after the two failures\n" << c->Logs();
   const int64_t resumed = first->step - 1;
-  std::set<int64_t> committed_steps;
   for (const auto& [id, step] : c->committed_seen()) committed_steps.insert(step);
   for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
     committed_steps.insert(ck.step);

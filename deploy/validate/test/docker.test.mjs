@@ -14,8 +14,10 @@ const checker = path.join(root, "deploy", "validate", "check-docker.mjs");
 // A copy of the repository's build inputs as far as check-docker reads them.
 function fakeRepo() {
   const dir = mkdtempSync(path.join(tmpdir(), "retort-repo-"));
-  for (const item of ["CMakeLists.txt", ".clang-format", "cmake", "scripts", "common", "proto", "collectives",
-    "coordinator", "trainer", "worker", "tools"]) {
+  // Every folder the top-level CMakeLists.txt adds, plus what the build reads besides.
+  const subdirs = [...readFileSync(path.join(root, "CMakeLists.txt"), "utf8")
+    .matchAll(/add_subdirectory\(\s*([\w-]+)/g)].map((m) => m[1]);
+  for (const item of ["CMakeLists.txt", ".clang-format", "cmake", "scripts", ...subdirs]) {
     if (existsSync(path.join(root, item))) cpSync(path.join(root, item), path.join(dir, item), { recursive: true });
   }
   mkdirSync(path.join(dir, "deploy"));
