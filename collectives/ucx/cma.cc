@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -38,11 +39,15 @@ bool CanReadPeerMemory(const CmaIdentity& local, const CmaIdentity& peer) {
 }
 
 Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes) {
+  // Pieces of 1 MiB: measured here, one process_vm_readv of 32 MiB is 4-5% slower than the
+  // same bytes in 1 MiB calls (and 64 KiB calls are slower again).
+  constexpr size_t kPieceBytes = size_t{1} << 20;
   char* to = static_cast<char*>(local);
   size_t done = 0;
   while (done < bytes) {
-    iovec mine{to + done, bytes - done};
-    iovec theirs{reinterpret_cast<void*>(remote_address + done), bytes - done};
+    const size_t piece = std::min(kPieceBytes, bytes - done);
+    iovec mine{to + done, piece};
+    iovec theirs{reinterpret_cast<void*>(remote_address + done), piece};
     const ssize_t n = process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
