@@ -13,6 +13,9 @@
 // rank 0 exports the student (safetensors) and writes result.json, and every worker leaves with
 // reason "completed".
 //
+// Files: training_session.cc (generations, steps, evaluation), session_state.cc (state across
+// generations: save, recovery, replicas), session_checkpoint.cc (disk checkpoints).
+//
 // Threading: GenerationHandler callbacks arrive on the agent's threads and only record state
 // under mu_; all training happens on the session's own thread. The agent is borrowed.
 #pragma once
