@@ -48,16 +48,13 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
   LoadReference(job);
   auto c = StartCluster(job, 4);
   StatusView st;
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 4 && s.AllRanked(); }, kStartup, &st))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 4, kStartup, &st));
   ASSERT_TRUE(WaitForCommitted(*c, 2, 25))
       << "no 2 committed checkpoints by step 25 although checkpoint.every_steps=5 (last step "
       << c->LastStep()
       << ", checkpoints on disk: " << ListCommittedCheckpoints(c->checkpoint_dir()).size() << ")\n"
       << c->Logs();
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 4 && s.AllRanked(); }, kEvent, &st));
+  ASSERT_TRUE(WaitAllRanked(*c, 4, kEvent, &st));
   const int a = c->WorkerIndexForLocalRank(st.ByRank(1)->local_rank);
   const int b = c->WorkerIndexForLocalRank(st.ByRank(2)->local_rank);
   c->worker(a).Signal(SIGKILL);

@@ -23,9 +23,7 @@ TEST_F(CoordinatorRestartTest, KillNineCoordinatorTrainingContinuesAndCheckpoint
   auto c = StartCluster(job, 2, options);
   ASSERT_TRUE(c->WaitForWorld(2, 8, kStartup)) << c->Logs();
   StatusView before;
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 2 && s.AllRanked(); }, kEvent, &before))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 2, kEvent, &before));
 
   c->coordinator().Signal(SIGKILL);
   ASSERT_TRUE(c->coordinator().Wait(milliseconds(5000)).has_value());

@@ -38,9 +38,7 @@ TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajecto
   auto c = StartCluster(job, 3);
   ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
   StatusView st;
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   // Rank 1: not the metrics writer, so every completed step still gets its line.
   const MemberView victim = *st.ByRank(1);
   const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
@@ -98,9 +96,7 @@ TEST_F(FailureTest, StoppedWorkerEvictedThenContinuedCorruptsNothing) {
   auto c = StartCluster(job, 3);
   ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
   StatusView st;
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   const MemberView victim = *st.ByRank(1);
   const int zombie = c->WorkerIndexForLocalRank(victim.local_rank);
   c->worker(zombie).Signal(SIGSTOP);

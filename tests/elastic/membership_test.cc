@@ -30,10 +30,7 @@ TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajector
   const int joiner = c->StartWorker(2);
 
   StatusView st;
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
-      << st.raw << "\n"
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
 
@@ -75,9 +72,7 @@ TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   auto c = StartCluster(job, 3);
   StatusView st;
   ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   const MemberView victim = *st.ByRank(0);
   const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
   std::string out;
@@ -101,11 +96,7 @@ TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
 
-  MetricsFile m = c->Metrics();
-  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
-  ExpectNoLostSteps(m, job, lines_before, step_before);
-  EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
-  ExpectSameTrajectory(m.lines, "drain of rank 0 at step ~" + std::to_string(step_before));
+  ExpectRemovedWithoutLoss(*c, job, lines_before, step_before, "drain of rank 0");
 }
 
 // Scenario 3: SIGTERM makes a worker leave the same way (at a step boundary, nothing lost).
@@ -117,9 +108,7 @@ TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   auto c = StartCluster(job, 3);
   StatusView st;
   ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent, &st))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   const MemberView victim = *st.ByRank(1);
   const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
   c->worker(victim_index).Signal(SIGTERM);
@@ -134,11 +123,7 @@ TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
 
-  MetricsFile m = c->Metrics();
-  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
-  ExpectNoLostSteps(m, job, lines_before, step_before);
-  EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
-  ExpectSameTrajectory(m.lines, "SIGTERM of rank 1 at step ~" + std::to_string(step_before));
+  ExpectRemovedWithoutLoss(*c, job, lines_before, step_before, "SIGTERM of rank 1");
 }
 
 // Scenario 4: `retortctl scale` changes the bounds live. --max below the member count makes a
@@ -151,9 +136,7 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
   LoadReference(job);
   auto c = StartCluster(job, 3);
   ASSERT_TRUE(c->WaitForWorld(3, 8, kStartup)) << c->Logs();
-  ASSERT_TRUE(c->WaitForStatus(
-      [](const StatusView& s) { return s.members.size() == 3 && s.AllRanked(); }, kEvent))
-      << c->Logs();
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent));
 
   // --max=2: one worker (the highest rank) leaves.
   std::string out;

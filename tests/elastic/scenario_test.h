@@ -3,6 +3,7 @@
 // scenario ends with (the job completes, no completed step is lost, the loss curve matches).
 #pragma once
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +61,32 @@ class ElasticScenarioTest : public ::testing::Test {
     EXPECT_TRUE(c->StartCoordinator(milliseconds(15000), &error)) << error;
     for (int i = 0; i < workers; ++i) c->StartWorker(i);
     return c;
+  }
+
+  // Waits until `members` workers hold ranks in one generation (the status lands in *st).
+  ::testing::AssertionResult WaitAllRanked(ElasticCluster& c, size_t members, milliseconds timeout,
+                                           StatusView* st = nullptr) {
+    StatusView seen;
+    if (c.WaitForStatus(
+            [&](const StatusView& s) { return s.members.size() == members && s.AllRanked(); },
+            timeout, &seen)) {
+      if (st) *st = seen;
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "never " << members << " ranked members: " << seen.raw << "\n"
+           << c.Logs();
+  }
+
+  // After a graceful removal from 3 workers: the world went 3 -> 2, nothing was lost or run
+  // twice, and the loss curve is the uninterrupted one.
+  void ExpectRemovedWithoutLoss(ElasticCluster& c, const JobOptions& job, size_t lines_before,
+                                int64_t step_before, const std::string& what) {
+    MetricsFile m = c.Metrics();
+    EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
+    ExpectNoLostSteps(m, job, lines_before, step_before);
+    EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
+    ExpectSameTrajectory(m.lines, what + " at step ~" + std::to_string(step_before));
   }
 
   // The loss of every metrics line (including lines of redone steps) against the reference.
