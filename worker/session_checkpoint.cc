@@ -121,9 +121,8 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
       }
     }
   }
-  RETORT_RETURN_IF_ERROR(
-      comm_->Broadcast({table.data(), table.size() * 2, collectives::DataType::kFloat32}, 0)
-          ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+  RETORT_RETURN_IF_ERROR(Await(
+      comm_->Broadcast({table.data(), table.size() * 2, collectives::DataType::kFloat32}, 0)));
   std::vector<uint64_t> ids;
   for (int64_t i = 0; i < table[0]; ++i) ids.push_back(static_cast<uint64_t>(table[1 + i]));
   return ids;
@@ -165,10 +164,8 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     if (!mine.ok())
       LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
     float failures = mine.ok() ? 0.f : 1.f;
-    RETORT_RETURN_IF_ERROR(comm_
-                               ->AllReduce({&failures, 1, collectives::DataType::kFloat32},
-                                           collectives::ReduceOp::kSum)
-                               ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
+    RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce({&failures, 1, collectives::DataType::kFloat32},
+                                                  collectives::ReduceOp::kSum)));
     if (failures > 0) {
       LOG_WARN("trainer") << "checkpoint " << id << " could not be read by " << failures
                           << " rank(s); trying the previous one";
@@ -178,19 +175,13 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     const auto& plan = kd_step_->plan();
     std::vector<size_t> counts;
     for (const auto& r : plan.ranges) counts.push_back(static_cast<size_t>(r.count));
-    torch::Tensor p = torch::empty({n}), m = torch::zeros({n}), v = torch::zeros({n});
-    RETORT_RETURN_IF_ERROR(
-        comm_
-            ->AllGatherV(
-                {own_p.data_ptr<float>(), static_cast<size_t>(range.count),
-                 collectives::DataType::kFloat32},
-                {p.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
-                counts)
-            ->Wait(Deadline::AfterMs(options_.comm_timeout_ms)));
-    m.slice(0, range.offset, range.end()).copy_(own_m);
-    v.slice(0, range.offset, range.end()).copy_(own_v);
+    torch::Tensor p = torch::empty({n});
+    RETORT_RETURN_IF_ERROR(Await(comm_->AllGatherV(
+        {own_p.data_ptr<float>(), static_cast<size_t>(range.count),
+         collectives::DataType::kFloat32},
+        {p.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32}, counts)));
     StateMeta meta{header.global_step, header.optimizer_step, header.epoch, header.step_in_epoch};
-    RETORT_RETURN_IF_ERROR(InstallState(meta, p, m, v));
+    RETORT_RETURN_IF_ERROR(InstallState(meta, p, own_m, own_v));
     LOG_INFO("trainer") << "resumed from checkpoint " << id << " at step " << meta.global_step
                         << " (written by " << got->manifest().world_size() << " rank(s), read by "
                         << comm_->size() << ")";

@@ -10,13 +10,10 @@
 #include "worker/training_session.h"
 
 namespace retort::worker {
-namespace {
 
-Status WaitWork(const collectives::WorkPtr& w, int64_t timeout_ms) {
-  return w->Wait(Deadline::AfterMs(timeout_ms));
+Status TrainingSession::Await(const collectives::WorkPtr& work) const {
+  return work->Wait(Deadline::AfterMs(options_.comm_timeout_ms));
 }
-
-}  // namespace
 
 StateMeta TrainingSession::CurrentMeta() const {
   return StateMeta{global_step_, kd_step_->optimizer().step(), position_.epoch, position_.step};
@@ -33,34 +30,29 @@ Status TrainingSession::RestoreState(const Assignment& a) {
   // Raw int64s travel as pairs of 32-bit words: AllGather only copies.
   const size_t words = kFields * 2;
   RETORT_RETURN_IF_ERROR(
-      WaitWork(comm_->AllGather({packed.data(), words, collectives::DataType::kFloat32},
-                                {all.data(), words * world, collectives::DataType::kFloat32}),
-               options_.comm_timeout_ms));
+      Await(comm_->AllGather({packed.data(), words, collectives::DataType::kFloat32},
+                             {all.data(), words * world, collectives::DataType::kFloat32})));
   std::vector<StateDescriptor> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(StateDescriptor::Unpack(&all[r * kFields]));
   RecoveryPlan plan = PlanRecovery(ranks);
   LOG_INFO("trainer") << "generation " << a.generation.number() << " starts from "
                       << RecoveryKindName(plan.kind) << ": " << plan.reason;
   switch (plan.kind) {
-    case RecoveryPlan::kFresh: {
-      // Nobody holds state: a new job, or every worker restarted (then the job resumes from
-      // its last committed checkpoint).
-      RETORT_ASSIGN_OR_RETURN(bool loaded, RestoreFromCheckpoint(a));
-      if (!loaded) RETORT_RETURN_IF_ERROR(RestoreFresh(""));
-      break;
-    }
     case RecoveryPlan::kFullState:
       RETORT_RETURN_IF_ERROR(RestoreFromFullState(plan));
       break;
     case RecoveryPlan::kReplicas:
       RETORT_RETURN_IF_ERROR(RestoreFromReplicas(plan));
       break;
+    case RecoveryPlan::kFresh:  // a new job, or every worker restarted: resume from disk
     case RecoveryPlan::kCheckpoint: {
       RETORT_ASSIGN_OR_RETURN(bool loaded, RestoreFromCheckpoint(a));
       if (!loaded)
         RETORT_RETURN_IF_ERROR(RestoreFresh(
-            "every in-memory copy of some optimizer range is lost and no checkpoint could be "
-            "loaded"));
+            plan.kind == RecoveryPlan::kFresh
+                ? ""
+                : "every in-memory copy of some optimizer range is lost and no checkpoint could "
+                  "be loaded"));
       break;
     }
   }
@@ -89,11 +81,12 @@ Status TrainingSession::RestoreFromFullState(const RecoveryPlan& plan) {
     v.copy_(saved_exp_avg_sq_);
   }
   for (torch::Tensor* t : {&p, &m, &v})
-    RETORT_RETURN_IF_ERROR(WaitWork(comm_->Broadcast({t->data_ptr<float>(), static_cast<size_t>(n),
-                                                      collectives::DataType::kFloat32},
-                                                     plan.source),
-                                    options_.comm_timeout_ms));
-  return InstallState(plan.meta, p, m, v);
+    RETORT_RETURN_IF_ERROR(Await(comm_->Broadcast(
+        {t->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+        plan.source)));
+  const auto& range = kd_step_->optimizer().range();
+  return InstallState(plan.meta, p, m.slice(0, range.offset, range.end()),
+                      v.slice(0, range.offset, range.end()));
 }
 
 Status TrainingSession::RestoreFromReplicas(const RecoveryPlan& plan) {
@@ -119,16 +112,17 @@ Status TrainingSession::RestoreFromReplicas(const RecoveryPlan& plan) {
       put(snap->predecessor, snap->predecessor_params, snap->predecessor_exp_avg,
           snap->predecessor_exp_avg_sq);
   }
-  RETORT_RETURN_IF_ERROR(WaitWork(
-      comm_->AllReduce(
-          {all.data_ptr<float>(), static_cast<size_t>(3 * n), collectives::DataType::kFloat32},
-          collectives::ReduceOp::kSum),
-      options_.comm_timeout_ms));
-  return InstallState(plan.meta, p, m, v);
+  RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce(
+      {all.data_ptr<float>(), static_cast<size_t>(3 * n), collectives::DataType::kFloat32},
+      collectives::ReduceOp::kSum)));
+  const auto& range = kd_step_->optimizer().range();
+  return InstallState(plan.meta, p, m.slice(0, range.offset, range.end()),
+                      v.slice(0, range.offset, range.end()));
 }
 
 Status TrainingSession::InstallState(const StateMeta& meta, const torch::Tensor& params,
-                                     const torch::Tensor& m, const torch::Tensor& v) {
+                                     const torch::Tensor& own_exp_avg,
+                                     const torch::Tensor& own_exp_avg_sq) {
   global_step_ = meta.global_step;
   position_ = {meta.epoch, meta.step_in_epoch};
   kd_step_->flat().params().copy_(params);
@@ -137,8 +131,8 @@ Status TrainingSession::InstallState(const StateMeta& meta, const torch::Tensor&
   piece.range = range;
   piece.step = meta.optimizer_step;
   piece.params = params.slice(0, range.offset, range.end()).clone();
-  piece.exp_avg = m.slice(0, range.offset, range.end()).clone();
-  piece.exp_avg_sq = v.slice(0, range.offset, range.end()).clone();
+  piece.exp_avg = own_exp_avg.clone();
+  piece.exp_avg_sq = own_exp_avg_sq.clone();
   return kd_step_->optimizer().Import(piece);
 }
 
@@ -176,13 +170,11 @@ Status TrainingSession::SaveState() {
   for (auto [local, full] :
        {std::pair{kd_step_->optimizer().exp_avg(), &m}, {kd_step_->optimizer().exp_avg_sq(), &v}}) {
     torch::Tensor contiguous = local.contiguous();
-    RETORT_RETURN_IF_ERROR(WaitWork(
-        comm_->AllGatherV(
-            {contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
-             collectives::DataType::kFloat32},
-            {full->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
-            counts),
-        options_.comm_timeout_ms));
+    RETORT_RETURN_IF_ERROR(Await(comm_->AllGatherV(
+        {contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
+         collectives::DataType::kFloat32},
+        {full->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
+        counts)));
   }
   saved_params_ = kd_step_->flat().params().clone();
   saved_exp_avg_ = m;

@@ -46,10 +46,6 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
   return layout;
 }
 
-Status WaitWork(const collectives::WorkPtr& w, int64_t timeout_ms) {
-  return w->Wait(Deadline::AfterMs(timeout_ms));
-}
-
 }  // namespace
 
 TrainingSession::TrainingSession(TrainingOptions options, CoordinatorClient* client)
@@ -307,10 +303,8 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       flags[kLeaving] = leaving_ ? 1.f : 0.f;
       flags[kPaused] = paused_ ? 1.f : 0.f;
     }
-    RETORT_RETURN_IF_ERROR(
-        WaitWork(comm_->AllReduce({flags, kFlagCount, collectives::DataType::kFloat32},
-                                  collectives::ReduceOp::kSum),
-                 options_.comm_timeout_ms));
+    RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce(
+        {flags, kFlagCount, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
     if (flags[kNewerGeneration] > 0 || flags[kLeaving] > 0) {
       RETORT_RETURN_IF_ERROR(SaveState());
       LOG_INFO("trainer") << "stopping generation " << active_generation_ << " at step "
@@ -398,9 +392,8 @@ Status TrainingSession::Finish(const Assignment& a) {
   counts[0] = static_cast<float>(trainer::EvaluateTop1(kd_step_->student(), batches).correct);
   if (HasTeacher(job_))
     counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
-  RETORT_RETURN_IF_ERROR(WaitWork(
-      comm_->AllReduce({counts, 3, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum),
-      options_.comm_timeout_ms));
+  RETORT_RETURN_IF_ERROR(Await(
+      comm_->AllReduce({counts, 3, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
   const double evaluated = std::max(1.0f, counts[2]);
   double student_top1 = counts[0] / evaluated, teacher_top1 = counts[1] / evaluated;
   done_ = true;

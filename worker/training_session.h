@@ -92,9 +92,10 @@ class TrainingSession final : public GenerationHandler {
   // Agrees with the new generation's ranks on the training state and installs it (see
   // recovery_plan.h), then takes the new generation's first replica snapshot.
   Status RestoreState(const Assignment& a);
-  // Installs full parameters and moments (every rank passes the same tensors) at `meta`.
-  Status InstallState(const StateMeta& meta, const torch::Tensor& params, const torch::Tensor& m,
-                      const torch::Tensor& v);
+  // Installs the training state at `meta`: the full parameter buffer (the same on every rank)
+  // and this rank's range of the AdamW moments.
+  Status InstallState(const StateMeta& meta, const torch::Tensor& params,
+                      const torch::Tensor& own_exp_avg, const torch::Tensor& own_exp_avg_sq);
   Status RestoreFromFullState(const RecoveryPlan& plan);
   Status RestoreFromReplicas(const RecoveryPlan& plan);
   // Every copy of the state is gone: start over from the job's initial weights.
@@ -104,6 +105,8 @@ class TrainingSession final : public GenerationHandler {
   // After a failed generation: tell the coordinator which peers the data plane saw die.
   void ReportFailedPeers(const Assignment& a, const Status& error);
   StateMeta CurrentMeta() const;
+  // Waits for a collective on comm_ with the session's collective deadline.
+  Status Await(const collectives::WorkPtr& work) const;
   // Coordinated checkpoints (session_checkpoint.cc).
   // Writes this rank's shard when the coordinator named the step just completed, and acks it.
   // Failures are logged and acked as errors (the coordinator aborts that checkpoint); training
