@@ -12,30 +12,14 @@ steps=${3:-60}
 warmup=10
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/retort_ddp_bench_XXXXXX)
-cat > "$work/job.yaml" <<JOB
-name: ddp-bench
-teacher: {preset: fm-teacher}
-student: {preset: fm-student}
-dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 60000}
-global_batch: 128
-steps: $((steps + warmup))
-optimizer: {lr: 0.001, weight_decay: 0.05, clip_grad_norm: 1.0}
-distillation: {temperature: 4.0, alpha: 0.5}
-threads_per_worker: 1
-evaluate: false
-JOB
+source "$here/kd_bench_job.sh"
+kd_bench_job ddp-bench $((steps + warmup)) > "$work/job.yaml"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 ours=() refs=()
 for round in $(seq 1 "$rounds"); do
   out="$work/round$round"
   "$build/tools/retort-run" --job="$work/job.yaml" --workers=2 --output-dir="$out" > "$out.log" 2>&1
-  sps=$(/usr/bin/python3 - "$out/metrics.jsonl" "$warmup" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
-step_s = statistics.median(128 / r["samples_per_second"] for r in rows)
-print(round(128 / step_s, 2))
-PY
-)
+  sps=$(median_samples_per_s "$out/metrics.jsonl" "$warmup")
   echo "{\"impl\":\"retort\",\"round\":$round,\"workers\":2,\"threads\":1,\"global_batch\":128,\"steps\":$steps,\"samples_per_s\":$sps}"
   ours+=("$sps")
   ref=$(/usr/bin/python3 "$here/torchrun.py" --nproc_per_node=2 "$here/ddp_reference.py" --steps "$steps" \

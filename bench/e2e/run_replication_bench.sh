@@ -10,38 +10,21 @@ build=${1:?usage: run_replication_bench.sh BUILD_DIR [ROUNDS] [STEPS]}
 rounds=${2:-3}
 steps=${3:-60}
 warmup=10
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/kd_bench_job.sh"
 work=$(mktemp -d /tmp/retort_replication_bench_XXXXXX)
 trap 'rm -rf "$work"' EXIT
-write_job() {  # $1 = replicate_every_steps
-  cat <<JOB
-name: replication-bench
-teacher: {preset: fm-teacher}
-student: {preset: fm-student}
-dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 60000}
-global_batch: 128
-steps: $((steps + warmup))
-optimizer: {lr: 0.001, weight_decay: 0.05, clip_grad_norm: 1.0}
-distillation: {temperature: 4.0, alpha: 0.5}
-checkpoint: {replicate_every_steps: $1}
-threads_per_worker: 1
-evaluate: false
-JOB
-}
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A results=([every_step]="" [off]="")
 for round in $(seq 1 "$rounds"); do
   for mode in every_step off; do
     every=1
     [ "$mode" = off ] && every=1000000
-    write_job "$every" > "$work/job.yaml"
+    kd_bench_job replication-bench $((steps + warmup)) \
+      "checkpoint: {replicate_every_steps: $every}" > "$work/job.yaml"
     out="$work/$mode-$round"
     "$build/tools/retort-run" --job="$work/job.yaml" --workers=2 --output-dir="$out" > "$out.log" 2>&1
-    sps=$(/usr/bin/python3 - "$out/metrics.jsonl" "$warmup" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
-print(round(128 / statistics.median(128 / r["samples_per_second"] for r in rows), 2))
-PY
-)
+    sps=$(median_samples_per_s "$out/metrics.jsonl" "$warmup")
     echo "{\"replication\":\"$mode\",\"round\":$round,\"workers\":2,\"steps\":$steps,\"samples_per_s\":$sps}"
     results[$mode]+="$sps "
   done
