@@ -11,6 +11,7 @@
 #include "collectives/ucx/ucx_hierarchical.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "trainer/cpu_runtime.h"
 #include "trainer/data/batch.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/kd_loss.h"
@@ -115,8 +116,7 @@ void TrainingSession::OnLeaving(const std::string& reason, Deadline deadline) {
 Status TrainingSession::Setup(const v1::JobSpec& job) {
   job_ = job;
   int threads = options_.threads > 0 ? options_.threads : std::max(1, job.threads_per_worker());
-  at::set_num_threads(threads);
-  at::set_num_interop_threads(1);
+  trainer::ConfigureCpuRuntime(threads);
   if (HasTeacher(job)) {
     RETORT_ASSIGN_OR_RETURN(teacher_, BuildModel(job.teacher(), job.seed()));
   }

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "common/args.h"
+#include "trainer/cpu_runtime.h"
 #include "trainer/data/batch.h"
 #include "trainer/kd_step.h"
 #include "trainer/models/model.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   std::string teacher_spec = "fm-teacher", student_spec = "fm-student";
   int64_t batch = 128, threads = 2, warmup = 3, steps = 20, parts = 2;
   bool profile_lines = false;
+  std::string only_mode;  // empty: every mode
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -42,13 +44,16 @@ int main(int argc, char** argv) {
       parts = std::stoll(next());
     else if (a == "--profile_lines")
       profile_lines = true;
+    else if (a == "--mode")
+      only_mode = next();
     else {
       std::cerr << "usage: kd_step_bench [--teacher P] [--student P] [--batch N] [--threads N] "
-                   "[--warmup N] [--steps N] [--local_parallelism N] [--profile_lines]\n";
+                   "[--warmup N] [--steps N] [--local_parallelism N] [--profile_lines]\n"
+                   "       [--mode retort_intraop|retort|retort_cached]  (default: all three)\n";
       return a == "--help" ? 0 : 2;
     }
   }
-  at::set_num_threads(static_cast<int>(threads));
+  rt::ConfigureCpuRuntime(static_cast<int>(threads));
   auto group = std::make_shared<rt::testing::ThreadShardGroup>(1);
   rt::testing::ThreadShardComm comm(group, 0);
 
@@ -60,6 +65,7 @@ int main(int argc, char** argv) {
   const Mode modes[] = {
       {"retort_intraop", 1, false}, {"retort", parts, false}, {"retort_cached", parts, true}};
   for (const Mode& mode : modes) {
+    if (!only_mode.empty() && only_mode != mode.name) continue;
     const bool cached = mode.cached;
     auto teacher = rt::MakeModel(teacher_spec, 1);
     auto student = rt::MakeModel(student_spec, 2);

@@ -87,5 +87,47 @@ TEST(VitTest, SameSeedSameWeightsAndCopyParameters) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
 }
 
+// The pruned last block (class-token row only) must give the logits and parameter gradients
+// of the full block, in training and in the frozen (no-grad, fused) forward.
+TEST(VitTest, ClassTokenOnlyLastBlockMatchesTheFullBlock) {
+  torch::manual_seed(3);
+  for (const char* preset : {"fm-student", "fm-teacher"}) {
+    VitConfig full_config = *VitPreset(preset);
+    full_config.last_block_class_token_only = false;
+    VitConfig pruned_config = *VitPreset(preset);
+    ASSERT_TRUE(pruned_config.last_block_class_token_only) << "the default prunes";
+    auto full = MakeVit(full_config, 11), pruned = MakeVit(pruned_config, 11);
+    ASSERT_TRUE(full.ok() && pruned.ok());
+    // Non-trivial weights everywhere (the initial LayerNorm and biases are constant).
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, p] : (*full)->NamedParameters()) p.add_(torch::randn_like(p) * 0.05);
+      ASSERT_TRUE(CopyParameters(**full, **pruned).ok());
+    }
+    auto images = torch::randn({5, 1, 28, 28});
+    auto labels = torch::randint(10, {5}, torch::kLong);
+    auto logits_full = (*full)->Forward(images);
+    auto logits_pruned = (*pruned)->Forward(images);
+    ASSERT_EQ(logits_pruned.sizes(), logits_full.sizes());
+    EXPECT_TRUE(torch::allclose(logits_pruned, logits_full, 1e-5, 1e-6)) << preset;
+    torch::nn::functional::cross_entropy(logits_full, labels).backward();
+    torch::nn::functional::cross_entropy(logits_pruned, labels).backward();
+    auto pf = (*full)->NamedParameters(), pp = (*pruned)->NamedParameters();
+    ASSERT_EQ(pf.size(), pp.size());
+    for (size_t i = 0; i < pf.size(); ++i) {
+      ASSERT_TRUE(pf[i].second.grad().defined()) << pf[i].first;
+      ASSERT_TRUE(pp[i].second.grad().defined()) << pp[i].first;
+      EXPECT_TRUE(torch::allclose(pp[i].second.grad(), pf[i].second.grad(), 1e-4, 1e-6))
+          << preset << " " << pf[i].first;
+    }
+    // Frozen forward (eval, no grad): the other blocks take the fused kernel.
+    (*full)->SetTraining(false);
+    (*pruned)->SetTraining(false);
+    torch::InferenceMode inference;
+    EXPECT_TRUE(torch::allclose((*pruned)->Forward(images), (*full)->Forward(images), 1e-5, 1e-6))
+        << preset;
+  }
+}
+
 }  // namespace
 }  // namespace retort::trainer

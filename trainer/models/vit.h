@@ -25,6 +25,10 @@ struct VitConfig {
   int64_t mlp_ratio = 4;
   int64_t num_classes = 1000;
   double layer_norm_eps = 1e-6;
+  // The head reads only the class token, so the last block computes only that token's row
+  // (same logits, less work). False runs the last block over every token, as timm does; the
+  // tests use it as the reference.
+  bool last_block_class_token_only = true;
 };
 
 // Presets: fm-teacher, fm-student (Fashion-MNIST, 28x28x1, 10 classes), vit-ti16, vit-s16,
