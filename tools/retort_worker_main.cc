@@ -13,6 +13,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/worker_agent.h"
 #if RETORT_WORKER_WITH_TRAINER
+#include "trainer/cpu_runtime.h"
 #include "worker/training_session.h"
 #endif
 
@@ -64,6 +65,10 @@ class LoggingHandler : public worker::GenerationHandler {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if RETORT_WORKER_WITH_TRAINER
+  // Before any thread allocates (see the function's contract).
+  trainer::KeepTensorMemoryInProcess();
+#endif
   tools::BlockTerminationSignals();
   std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1",
               devices = "cpu";
