@@ -91,6 +91,7 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   step->options_ = options;
   if (step->teacher_) {
     step->teacher_->SetTraining(false);
+    step->teacher_->Freeze();
     for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
   }
   step->student_->SetTraining(true);

@@ -3,7 +3,8 @@
 //
 // Parameter names follow PyTorch/timm conventions ("blocks.0.attn.qkv.weight"), so a
 // state dict written from NamedParameters() loads into the equivalent PyTorch module.
-// Threading: a Model is used by one thread at a time.
+// Threading: a Model is used by one thread at a time, except that Forward without autograd
+// (a teacher's) may run concurrently on disjoint inputs.
 #pragma once
 
 #include <torch/types.h>
@@ -27,6 +28,9 @@ class Model {
   // Buffers that are not parameters (e.g. BatchNorm statistics); empty for ViT.
   virtual std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() { return {}; }
   virtual void SetTraining(bool training) = 0;
+  // Promises that the weights no longer change (a teacher): inference may then use weight
+  // layouts prepared once, e.g. GEMM operands packed on the first forward. Irreversible.
+  virtual void Freeze() {}
   virtual void To(torch::Device device) = 0;
   // "vit:fm-student", "torchscript:/path/model.pt", ...
   virtual std::string Describe() const = 0;

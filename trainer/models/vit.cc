@@ -12,6 +12,10 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <mutex>
+
+#include "trainer/models/frozen_linear.h"
 
 namespace retort::trainer {
 namespace {
@@ -23,21 +27,22 @@ struct AttentionImpl : nn::Module {
     qkv = register_module("qkv", nn::Linear(dim, 3 * dim));
     proj = register_module("proj", nn::Linear(dim, dim));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
+  torch::Tensor forward(const torch::Tensor& x) { return proj(mix(qkv(x), x.size(0), x.size(1))); }
+  // Multi-head attention from the qkv projection ([b, n, 3d] or [b*n, 3d]) to the heads'
+  // concatenated outputs [b, n, d], before the output projection.
+  torch::Tensor mix(const torch::Tensor& qkv_out, int64_t b, int64_t n) const {
+    const int64_t d = heads * head_dim;
     // [b, n, 3, heads, hd] -> [3, b, heads, n, hd]
     // One layout copy to [3, b*heads, n, hd]; q, k, v are then contiguous 3-d views, so the
     // batched GEMMs below run without the hidden copies 4-d matmul makes of permuted inputs.
-    auto qkv_out = qkv(x)
-                       .reshape({b, n, 3, heads, head_dim})
-                       .permute({2, 0, 3, 1, 4})
-                       .contiguous()
-                       .view({3, b * heads, n, head_dim});
-    auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
+    auto split = qkv_out.reshape({b, n, 3, heads, head_dim})
+                     .permute({2, 0, 3, 1, 4})
+                     .contiguous()
+                     .view({3, b * heads, n, head_dim});
+    auto q = split[0], k = split[1], v = split[2];
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     auto attn = torch::bmm(q * scale, k.transpose(1, 2)).softmax(-1);
-    auto out = torch::bmm(attn, v).view({b, heads, n, head_dim}).transpose(1, 2).reshape({b, n, d});
-    return proj(out);
+    return torch::bmm(attn, v).view({b, heads, n, head_dim}).transpose(1, 2).reshape({b, n, d});
   }
   int64_t heads, head_dim;
   nn::Linear qkv{nullptr}, proj{nullptr};
@@ -104,9 +109,43 @@ struct BlockImpl : nn::Module {
     auto y = x.narrow(1, 0, 1) + attn->proj(mixed);
     return y + mlp(norm2(y));
   }
+  // The frozen forward through packed GEMMs (FrozenLinear: bias, GELU and the residual adds
+  // fused into the GEMMs). Same math as forward(x). `x` must be a contiguous intermediate the
+  // caller no longer needs: the residual stream is updated in its storage, which is returned.
+  // Safe to call from several threads at once.
+  torch::Tensor forward_frozen(torch::Tensor x) {
+    const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
+    const FrozenKernels& k = frozen_kernels();
+    auto rows = x.view({b * n, d});
+    const auto eps = norm1->options.eps();
+    auto h = torch::layer_norm(rows, {d}, norm1->weight, norm1->bias, eps);
+    k.proj->Forward(attn->mix(k.qkv->Forward(h), b, n).view({b * n, d}), &rows);
+    h = torch::layer_norm(rows, {d}, norm2->weight, norm2->bias, norm2->options.eps());
+    k.fc2->Forward(k.fc1->Forward(h), &rows);
+    return x;
+  }
+  struct FrozenKernels {
+    std::unique_ptr<FrozenLinear> qkv, proj, fc1, fc2;
+  };
+  // Built on first use (the weights are final by then: Model::Freeze's contract).
+  const FrozenKernels& frozen_kernels() {
+    std::call_once(frozen_once, [this] {
+      using A = FrozenLinear::Activation;
+      auto make = [](const nn::Linear& l, A act) {
+        return std::make_unique<FrozenLinear>(l->weight, l->bias, act);
+      };
+      frozen.qkv = make(attn->qkv, A::kNone);
+      frozen.proj = make(attn->proj, A::kNone);
+      frozen.fc1 = make(mlp->fc1, A::kGeluErf);
+      frozen.fc2 = make(mlp->fc2, A::kNone);
+    });
+    return frozen;
+  }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
+  std::once_flag frozen_once;
+  FrozenKernels frozen;
 };
 TORCH_MODULE(Block);
 
@@ -148,11 +187,18 @@ struct VitImpl : nn::Module {
     // Frozen forward on CPU (eval mode, no autograd) takes the fused kernel; training, and CUDA
     // (where bf16 autocast covers the plain path's GEMMs but not the fused op), the plain path.
     const bool fused = x.is_cpu() && !is_training() && !torch::GradMode::is_enabled();
+    // A frozen model (a teacher) on CPU in fp32 takes the packed-GEMM blocks where oneDNN is
+    // built in; x is then a fresh intermediate each block may update in place.
+    const bool packed = fused && frozen && FrozenLinear::UsesOneDnn() &&
+                        x.scalar_type() == torch::kFloat && pos_embed.is_cpu();
+    if (packed) x = x.contiguous();
     const size_t last = blocks->size() - 1;
     for (size_t i = 0; i < blocks->size(); ++i) {
       auto* b = (*blocks)[i]->as<BlockImpl>();
       if (i == last && config.last_block_class_token_only)
         x = b->forward_class_token(x);
+      else if (packed)
+        x = b->forward_frozen(x);
       else
         x = fused ? b->forward_fused(x) : b->forward(x);
     }
@@ -160,6 +206,7 @@ struct VitImpl : nn::Module {
     return head(x.select(1, 0));
   }
   VitConfig config;
+  bool frozen = false;  // Model::Freeze was called
   torch::Tensor cls_token, pos_embed;
   PatchEmbed patch_embed{nullptr};
   nn::ModuleList blocks{nullptr};
@@ -204,6 +251,7 @@ class VitModel final : public Model {
     return out;
   }
   void SetTraining(bool training) override { vit_->train(training); }
+  void Freeze() override { vit_->frozen = true; }
   void To(torch::Device device) override { vit_->to(device); }
   std::string Describe() const override { return "vit:" + vit_->config.name; }
 
