@@ -214,8 +214,9 @@ TEST_F(WorldSizeInvarianceTest, ReconfigureGrowsTheGroupWithoutLosingState) {
     EXPECT_EQ(steps[r]->optimizer().step(), 0);
     for (const auto& piece : pieces) {
       const ShardRange mine = plan.ranges[r];
-      if (piece.range.offset >= mine.offset && piece.range.end() <= mine.end())
+      if (piece.range.offset >= mine.offset && piece.range.end() <= mine.end()) {
         ASSERT_TRUE(steps[r]->optimizer().Import(piece).ok());
+      }
     }
     EXPECT_EQ(steps[r]->optimizer().step(), 4);
   }
