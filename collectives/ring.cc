@@ -33,6 +33,9 @@ struct RingPlan {
   // Local work that overlaps the first transfers: runs once every receive and the first
   // sends are posted, before the first wait.
   std::function<void()> after_posting;
+  // Local work paced by the first step's arrivals: called after chunk c of step 0 has
+  // arrived, with c and the number of chunks in that step (c + 1 == chunks for the last).
+  std::function<void(size_t c, size_t chunks)> after_first_step_chunk;
 };
 
 // Runs a ring plan: posts every receive, sends step 0, then walks the steps in order and
@@ -87,6 +90,7 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
       if (step.local != nullptr) {
         ReduceTo(step.out + at, step.local + at, step.recv + at, count, plan.dtype, step.scale);
       }
+      if (s == 0 && plan.after_first_step_chunk) plan.after_first_step_chunk(c, recvs[s].size());
       if (s + 1 < plan.steps.size()) {
         auto id = t.PostSend(right, tag(s + 1, c), step.out + at, count * elem);
         if (!id.ok()) status = id.status();
@@ -140,7 +144,20 @@ void CopyOrScale(void* dst, const void* src, size_t count, DataType dtype, float
   if (scale != 1.0f) {
     ScaleInto(dst, src, count, dtype, scale);
   } else if (dst != src && count > 0) {
-    std::memmove(dst, src, count * DataTypeSize(dtype));
+    // In 128 KiB pieces (as OpenMPI's datatype copy does): one large memmove switches to
+    // non-temporal stores past glibc's threshold (a fraction of the L3), which here made the
+    // all-gather's local copy of a 32 MiB segment cost as much as the peer's single-copy read.
+    // Pieces stay on the cached path. Overlapping ranges take one memmove.
+    constexpr size_t kPiece = size_t{128} << 10;
+    const size_t bytes = count * DataTypeSize(dtype);
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    if (d < s + bytes && s < d + bytes) {
+      std::memmove(d, s, bytes);
+      return;
+    }
+    for (size_t at = 0; at < bytes; at += kPiece)
+      std::memcpy(d + at, s + at, std::min(kPiece, bytes - at));
   }
 }
 
@@ -182,21 +199,31 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
     copy_own_segment();
     return Status::Ok();
   }
-  // Two ranks: a direct exchange with nothing to forward, so chunks would only add messages
-  // (each large one is a rendezvous); send each segment whole, straight into the peer's output.
-  RingContext whole = ctx;
-  if (n == 2) {
-    whole.chunk_bytes = std::max(ctx.chunk_bytes, std::max(counts[0], counts[1]) * elem);
-  }
+
   RingPlan plan;
   plan.counts = counts;
   plan.offsets = offsets;
   plan.dtype = input.dtype;
   plan.first_segment = rank;
   // This rank's segment goes out straight from the input (which stays unchanged and is
-  // likely still cached), and the local copy into the output overlaps the peers' transfers.
+  // likely still cached). With more than two ranks the local copy into the output runs once
+  // everything is posted, overlapping the peers' transfers.
   plan.first_send = static_cast<const char*>(input.data);
-  plan.after_posting = copy_own_segment;
+  if (n == 2 && counts[1 - rank] > 0) {
+    // Two ranks: the local copy is paced by the peer's chunks (piece c of this rank's segment
+    // after chunk c of the peer's), so each piece of the input is copied while the peer's
+    // read of the same piece has just passed through the cache. Measured at 64 MiB: 8% more
+    // bus bandwidth than one copy up front (bench/collectives/RESULTS.md).
+    plan.after_first_step_chunk = [&, rank](size_t c, size_t chunks) {
+      const size_t own = counts[rank];
+      const size_t begin = own * c / chunks, end = own * (c + 1) / chunks;
+      CopyOrScale(out + (offsets[rank] + begin) * elem,
+                  static_cast<const char*>(input.data) + begin * elem, end - begin, input.dtype,
+                  1.0f);
+    };
+  } else {
+    plan.after_posting = copy_own_segment;
+  }
   for (int s = 0; s < n - 1; ++s) {
     RingStep step;
     step.segment = Mod(rank - 1 - s, n);
@@ -204,7 +231,7 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
     step.out = step.recv;
     plan.steps.push_back(step);
   }
-  return RunRing(whole, plan);
+  return RunRing(ctx, plan);
 }
 
 Status RingAllReduce(const RingContext& ctx, MutableBuffer data, ReduceOp op) {

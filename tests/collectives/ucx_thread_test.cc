@@ -57,6 +57,13 @@ TEST_P(UcxWorldTest, AllGatherAndAllGatherV) {
       for (size_t c : kSizes) CheckAllGatherV(comm, dtype, std::vector<size_t>(comm.size(), c));
       CheckAllGatherV(comm, dtype, UnevenCounts(comm.size(), 40009));
       CheckAllGatherV(comm, dtype, UnevenCounts(comm.size(), 13), /*in_place=*/true);
+      // One rank holds everything (two ranks: the local copy is paced by the peer's chunks,
+      // and one side has no chunks or no own data).
+      for (int holder : {0, comm.size() - 1}) {
+        std::vector<size_t> lopsided(comm.size(), 0);
+        lopsided[holder] = 70001;
+        CheckAllGatherV(comm, dtype, lopsided);
+      }
     }
   });
 }
