@@ -33,9 +33,11 @@ struct RingPlan {
   // Local work that overlaps the first transfers: runs once every receive and the first
   // sends are posted, before the first wait.
   std::function<void()> after_posting;
-  // Local work paced by the first step's arrivals: called after chunk c of step 0 has
-  // arrived, with c and the number of chunks in that step (c + 1 == chunks for the last).
-  std::function<void(size_t c, size_t chunks)> after_first_step_chunk;
+  // Local work paced by the first step's arrivals: called on this thread with how many
+  // bytes of step 0's segment have landed (in order, from its start) out of `total`; the
+  // last call has landed == total. Finer-grained where the transport reports a receive's
+  // progress (Transport::SetLandedCallback), else once per chunk.
+  std::function<void(size_t landed, size_t total)> first_step_landed;
 };
 
 // Runs a ring plan: posts every receive, sends step 0, then walks the steps in order and
@@ -71,6 +73,13 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
         status = id.status();
         break;
       }
+      if (s == 0 && plan.first_step_landed) {
+        const size_t start = c * chunk_elems * elem;
+        const size_t total = plan.counts[step.segment] * elem;
+        t.SetLandedCallback(*id, [&plan, start, total](size_t landed) {
+          plan.first_step_landed(start + landed, total);
+        });
+      }
       recvs[s].push_back(*id);
     }
   }
@@ -90,7 +99,9 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
       if (step.local != nullptr) {
         ReduceTo(step.out + at, step.local + at, step.recv + at, count, plan.dtype, step.scale);
       }
-      if (s == 0 && plan.after_first_step_chunk) plan.after_first_step_chunk(c, recvs[s].size());
+      if (s == 0 && plan.first_step_landed) {
+        plan.first_step_landed(at + count * elem, plan.counts[step.segment] * elem);
+      }
       if (s + 1 < plan.steps.size()) {
         auto id = t.PostSend(right, tag(s + 1, c), step.out + at, count * elem);
         if (!id.ok()) status = id.status();
@@ -209,17 +220,27 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
   // likely still cached). With more than two ranks the local copy into the output runs once
   // everything is posted, overlapping the peers' transfers.
   plan.first_send = static_cast<const char*>(input.data);
+  // Two ranks: a direct exchange with nothing to forward, so chunks would only add messages
+  // (each large one is a rendezvous); each segment goes whole, straight into the peer's
+  // output. The local copy is paced by the peer's segment landing (per 1 MiB piece of a
+  // single-copy read): each piece of the input is copied while the peer's read of the same
+  // piece has just passed through the cache (bench/collectives/RESULTS.md).
+  RingContext whole = ctx;
+  size_t own_copied = 0;  // elements of this rank's segment copied so far
+  // (Both ranks must chunk alike: decided from the counts alone.)
+  if (n == 2) whole.chunk_bytes = std::max(ctx.chunk_bytes, std::max(counts[0], counts[1]) * elem);
   if (n == 2 && counts[1 - rank] > 0) {
-    // Two ranks: the local copy is paced by the peer's chunks (piece c of this rank's segment
-    // after chunk c of the peer's), so each piece of the input is copied while the peer's
-    // read of the same piece has just passed through the cache. Measured at 64 MiB: 8% more
-    // bus bandwidth than one copy up front (bench/collectives/RESULTS.md).
-    plan.after_first_step_chunk = [&, rank](size_t c, size_t chunks) {
+    plan.first_step_landed = [&, rank](size_t landed, size_t total) {
       const size_t own = counts[rank];
-      const size_t begin = own * c / chunks, end = own * (c + 1) / chunks;
-      CopyOrScale(out + (offsets[rank] + begin) * elem,
-                  static_cast<const char*>(input.data) + begin * elem, end - begin, input.dtype,
-                  1.0f);
+      const size_t upto =
+          landed >= total
+              ? own
+              : static_cast<size_t>(static_cast<unsigned __int128>(own) * landed / total);
+      if (upto <= own_copied) return;
+      CopyOrScale(out + (offsets[rank] + own_copied) * elem,
+                  static_cast<const char*>(input.data) + own_copied * elem, upto - own_copied,
+                  input.dtype, 1.0f);
+      own_copied = upto;
     };
   } else {
     plan.after_posting = copy_own_segment;
@@ -231,7 +252,7 @@ Status RingAllGatherV(const RingContext& ctx, ConstBuffer input, MutableBuffer o
     step.out = step.recv;
     plan.steps.push_back(step);
   }
-  return RunRing(ctx, plan);
+  return RunRing(whole, plan);
 }
 
 Status RingAllReduce(const RingContext& ctx, MutableBuffer data, ReduceOp op) {

@@ -38,7 +38,8 @@ bool CanReadPeerMemory(const CmaIdentity& local, const CmaIdentity& peer) {
          value == kCmaProbeValue;
 }
 
-Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes) {
+Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes,
+               const std::function<void(size_t)>* on_piece) {
   // Pieces of 1 MiB: measured here, one process_vm_readv of 32 MiB is 4-5% slower than the
   // same bytes in 1 MiB calls (and 64 KiB calls are slower again).
   constexpr size_t kPieceBytes = size_t{1} << 20;
@@ -51,6 +52,7 @@ Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes) {
     const ssize_t n = process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
+      if (on_piece != nullptr && *on_piece) (*on_piece)(done);
       continue;
     }
     const int err = n == 0 ? EFAULT : errno;

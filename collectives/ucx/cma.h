@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -34,6 +35,8 @@ CmaIdentity LocalCmaIdentity();
 bool CanReadPeerMemory(const CmaIdentity& local, const CmaIdentity& peer);
 // Copies `bytes` from `remote_address` in process `pid` to `local`. UNAVAILABLE when the
 // process is gone, INTERNAL for other failures (bad address, permission).
-Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes);
+// `on_piece`, when given, is called after every piece read with the bytes read so far.
+Status CmaRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes,
+               const std::function<void(size_t)>* on_piece = nullptr);
 
 }  // namespace retort::collectives::ucx

@@ -94,7 +94,7 @@ Status UcxTransport::CompleteCmaReceive(Request& r) {
                                 " bytes (count or dtype differ between the ranks)");
   }
   const pid_t pid = peers_[r.peer].cma.pid;
-  Status status = CmaRead(pid, r.landing, d.address, d.bytes);
+  Status status = CmaRead(pid, r.landing, d.address, d.bytes, &r.on_landed);
   // The sender withdraws the cookie before it lets go of a cancelled buffer: still there
   // after the copy means the bytes were stable while they were read. (A failed copy is
   // checked the same way: a withdrawn buffer may already be unmapped.)

@@ -279,6 +279,10 @@ StatusOr<Transport::RequestId> UcxTransport::PostRecv(int peer, MessageTag tag, 
   return operation_requests_.size() - 1;
 }
 
+void UcxTransport::SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
+  operation_requests_[request]->on_landed = std::move(on_landed);
+}
+
 bool UcxTransport::Poll(Request& r) {
   if (r.finished) return true;
   if (!r.ucx_done) {

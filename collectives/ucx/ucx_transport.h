@@ -64,11 +64,12 @@ class UcxTransport final : public Transport {
     ucp_tag_recv_info_t info{};
     // CMA rendezvous (see above).
     bool cma = false;
-    CmaDescriptor descriptor;        // sent, or received
-    void* landing = nullptr;         // receive: where the payload goes
-    std::atomic<uint64_t> valid{0};  // send: the cookie while the receiver may read; 0 after
-    bool acked = false;              // send: the receiver's acknowledgement arrived
-    Status cma_status;               // the CMA part's result
+    CmaDescriptor descriptor;               // sent, or received
+    void* landing = nullptr;                // receive: where the payload goes
+    std::function<void(size_t)> on_landed;  // receive: SetLandedCallback's, may be empty
+    std::atomic<uint64_t> valid{0};         // send: the cookie while the receiver may read; 0 after
+    bool acked = false;                     // send: the receiver's acknowledgement arrived
+    Status cma_status;                      // the CMA part's result
   };
 
   // Publishes this rank's worker address under "<key_prefix>/rank<r>", reads every peer's,
@@ -86,6 +87,8 @@ class UcxTransport final : public Transport {
 
   StatusOr<RequestId> PostSend(int peer, MessageTag tag, const void* data, size_t bytes) override;
   StatusOr<RequestId> PostRecv(int peer, MessageTag tag, void* data, size_t bytes) override;
+  // Called per 1 MiB piece of a single-copy (CMA) receive; other receives land at once.
+  void SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) override;
   Status Wait(RequestId request, const WaitControl& control) override;
   Status FinishOperation(Status status, const WaitControl& control) override;
 
