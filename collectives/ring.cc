@@ -35,8 +35,9 @@ struct RingPlan {
   std::function<void()> after_posting;
   // Local work paced by the first step's arrivals: called on this thread with how many
   // bytes of step 0's segment have landed (in order, from its start) out of `total`; the
-  // last call has landed == total. Finer-grained where the transport reports a receive's
-  // progress (Transport::SetLandedCallback), else once per chunk.
+  // last call has landed == total, and calls after it must do nothing. Per piece where the
+  // transport reports a receive's progress (Transport::SetLandedCallback); where it does not,
+  // once with landed == total right after posting (like after_posting).
   std::function<void(size_t landed, size_t total)> first_step_landed;
 };
 
@@ -64,6 +65,7 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
 
   Status status;
   std::vector<std::vector<Transport::RequestId>> recvs(plan.steps.size());
+  bool first_step_reports_landing = true;
   for (size_t s = 0; s < plan.steps.size() && status.ok(); ++s) {
     const RingStep& step = plan.steps[s];
     for (size_t c = 0; c < chunks_of(step.segment); ++c) {
@@ -76,9 +78,10 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
       if (s == 0 && plan.first_step_landed) {
         const size_t start = c * chunk_elems * elem;
         const size_t total = plan.counts[step.segment] * elem;
-        t.SetLandedCallback(*id, [&plan, start, total](size_t landed) {
-          plan.first_step_landed(start + landed, total);
-        });
+        first_step_reports_landing &=
+            t.SetLandedCallback(*id, [&plan, start, total](size_t landed) {
+              plan.first_step_landed(start + landed, total);
+            });
       }
       recvs[s].push_back(*id);
     }
@@ -89,6 +92,12 @@ Status RunRing(const RingContext& ctx, const RingPlan& plan) {
     if (!id.ok()) status = id.status();
   }
   if (plan.after_posting) plan.after_posting();
+  if (status.ok() && plan.first_step_landed && !first_step_reports_landing) {
+    // Nothing will be reported while step 0 lands (e.g. over TCP): do the paced work now,
+    // overlapping the transfers, as after_posting would.
+    const size_t total = plan.counts[plan.steps[0].segment] * elem;
+    plan.first_step_landed(total, total);
+  }
   for (size_t s = 0; s < plan.steps.size() && status.ok(); ++s) {
     const RingStep& step = plan.steps[s];
     for (size_t c = 0; c < recvs[s].size() && status.ok(); ++c) {

@@ -52,12 +52,14 @@ class Transport {
   // The message must be exactly `bytes` long; a different length fails the request.
   virtual StatusOr<RequestId> PostRecv(int peer, MessageTag tag, void* data, size_t bytes) = 0;
   // Optional: asks for `on_landed(bytes)` while the receive's payload lands, called on the
-  // thread inside Wait(request) with how many bytes from the start have landed so far.
-  // Transports that land a message at once never call it (the caller treats completion as
-  // everything landed). Set before the first Wait on `request`.
-  virtual void SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
+  // thread inside Wait(request) with how many bytes from the start have landed so far. Returns
+  // false, and never calls it, where the message lands at once or the transport cannot tell
+  // (the caller then treats completion as everything landed). Set before the first Wait on
+  // `request`.
+  virtual bool SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
     (void)request;
     (void)on_landed;
+    return false;
   }
   // Drives progress until `request` completes. Fails with DEADLINE_EXCEEDED, ABORTED, the
   // peer's failure (UNAVAILABLE), or FAILED_PRECONDITION for traffic of another generation.

@@ -279,8 +279,11 @@ StatusOr<Transport::RequestId> UcxTransport::PostRecv(int peer, MessageTag tag, 
   return operation_requests_.size() - 1;
 }
 
-void UcxTransport::SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
-  operation_requests_[request]->on_landed = std::move(on_landed);
+bool UcxTransport::SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
+  Request& r = *operation_requests_[request];
+  if (!r.cma || r.send) return false;
+  r.on_landed = std::move(on_landed);
+  return true;
 }
 
 bool UcxTransport::Poll(Request& r) {

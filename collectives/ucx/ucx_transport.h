@@ -87,8 +87,8 @@ class UcxTransport final : public Transport {
 
   StatusOr<RequestId> PostSend(int peer, MessageTag tag, const void* data, size_t bytes) override;
   StatusOr<RequestId> PostRecv(int peer, MessageTag tag, void* data, size_t bytes) override;
-  // Called per 1 MiB piece of a single-copy (CMA) receive; other receives land at once.
-  void SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) override;
+  // Called per 1 MiB piece of a single-copy (CMA) receive; false for other receives.
+  bool SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) override;
   Status Wait(RequestId request, const WaitControl& control) override;
   Status FinishOperation(Status status, const WaitControl& control) override;
 
