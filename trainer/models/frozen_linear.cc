@@ -83,22 +83,9 @@ std::shared_ptr<FrozenLinear::Kernel> FrozenLinear::KernelFor(int64_t rows, bool
   return kernel;
 }
 
-at::Tensor FrozenLinear::Forward(const at::Tensor& x_in, at::Tensor* residual) {
-  TORCH_CHECK(x_in.dim() == 2 && x_in.size(1) == weight_.size(1), "FrozenLinear: input ",
-              x_in.sizes(), " does not match weight ", weight_.sizes());
-  TORCH_CHECK(x_in.is_cpu() && x_in.scalar_type() == at::kFloat,
-              "FrozenLinear: needs fp32 CPU input");
-  at::Tensor x = x_in.contiguous();
+at::Tensor FrozenLinear::Multiply(const at::Tensor& x, at::Tensor* residual) {
   const int64_t rows = x.size(0), n = weight_.size(0);
-  at::Tensor out;
-  if (residual) {
-    TORCH_CHECK(residual->sizes() == at::IntArrayRef({rows, n}) && residual->is_contiguous() &&
-                    residual->scalar_type() == at::kFloat,
-                "FrozenLinear: residual must be a contiguous fp32 [", rows, ", ", n, "] tensor");
-    out = *residual;
-  } else {
-    out = at::empty({rows, n}, x.options());
-  }
+  at::Tensor out = residual ? *residual : at::empty({rows, n}, x.options());
   if (rows == 0) return out;
   std::shared_ptr<Kernel> kernel = KernelFor(rows, residual != nullptr);
   at::Tensor scratch =
@@ -120,15 +107,9 @@ at::Tensor FrozenLinear::Forward(const at::Tensor& x_in, at::Tensor* residual) {
 
 #else  // !RETORT_HAVE_DNNL
 
-struct FrozenLinear::Kernel {};
-
 bool FrozenLinear::UsesOneDnn() { return false; }
 
-std::shared_ptr<FrozenLinear::Kernel> FrozenLinear::KernelFor(int64_t, bool) { return nullptr; }
-
-at::Tensor FrozenLinear::Forward(const at::Tensor& x, at::Tensor* residual) {
-  TORCH_CHECK(x.dim() == 2 && x.size(1) == weight_.size(1), "FrozenLinear: input ", x.sizes(),
-              " does not match weight ", weight_.sizes());
+at::Tensor FrozenLinear::Multiply(const at::Tensor& x, at::Tensor* residual) {
   at::Tensor y = at::addmm(bias_, x, weight_.t());
   if (activation_ == Activation::kGeluErf) y = at::gelu(y);
   if (!residual) return y;
@@ -148,5 +129,16 @@ FrozenLinear::FrozenLinear(at::Tensor weight, at::Tensor bias, Activation activa
 }
 
 FrozenLinear::~FrozenLinear() = default;
+
+at::Tensor FrozenLinear::Forward(const at::Tensor& x, at::Tensor* residual) {
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == weight_.size(1), "FrozenLinear: input ", x.sizes(),
+              " does not match weight ", weight_.sizes());
+  TORCH_CHECK(x.is_cpu() && x.scalar_type() == at::kFloat, "FrozenLinear: needs fp32 CPU input");
+  const int64_t rows = x.size(0), n = weight_.size(0);
+  TORCH_CHECK(!residual || (residual->sizes() == at::IntArrayRef({rows, n}) &&
+                            residual->is_contiguous() && residual->scalar_type() == at::kFloat),
+              "FrozenLinear: residual must be a contiguous fp32 [", rows, ", ", n, "] tensor");
+  return Multiply(x.contiguous(), residual);
+}
 
 }  // namespace retort::trainer

@@ -39,6 +39,8 @@ class FrozenLinear {
   static bool UsesOneDnn();
 
  private:
+  // Forward after its checks: x contiguous [M, K]; residual null or a valid [M, N].
+  at::Tensor Multiply(const at::Tensor& x, at::Tensor* residual);
   struct Kernel;  // one compiled GEMM (per row count and residual mode) with its packed weight
   std::shared_ptr<Kernel> KernelFor(int64_t rows, bool with_residual);
 

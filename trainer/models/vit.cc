@@ -31,18 +31,30 @@ struct AttentionImpl : nn::Module {
   // Multi-head attention from the qkv projection ([b, n, 3d] or [b*n, 3d]) to the heads'
   // concatenated outputs [b, n, d], before the output projection.
   torch::Tensor mix(const torch::Tensor& qkv_out, int64_t b, int64_t n) const {
-    const int64_t d = heads * head_dim;
-    // [b, n, 3, heads, hd] -> [3, b, heads, n, hd]
-    // One layout copy to [3, b*heads, n, hd]; q, k, v are then contiguous 3-d views, so the
-    // batched GEMMs below run without the hidden copies 4-d matmul makes of permuted inputs.
-    auto split = qkv_out.reshape({b, n, 3, heads, head_dim})
-                     .permute({2, 0, 3, 1, 4})
-                     .contiguous()
-                     .view({3, b * heads, n, head_dim});
-    auto q = split[0], k = split[1], v = split[2];
+    auto split = split_heads(qkv_out, b, n, 3);
+    return attend(split[0], split[1], split[2], b, n);
+  }
+  // `parts` projections side by side ([b, n, parts*d] or [b*n, parts*d]) as
+  // [parts, b*heads, n, hd]: [b, n, parts, heads, hd] -> [parts, b, heads, n, hd] in one layout
+  // copy, so each part is a contiguous 3-d view and the batched GEMMs in attend() run without
+  // the hidden copies 4-d matmul makes of permuted inputs.
+  torch::Tensor split_heads(const torch::Tensor& projected, int64_t b, int64_t n,
+                            int64_t parts) const {
+    return projected.reshape({b, n, parts, heads, head_dim})
+        .permute({2, 0, 3, 1, 4})
+        .contiguous()
+        .view({parts, b * heads, n, head_dim});
+  }
+  // Scaled dot-product attention of queries q [b*heads, m, hd] over k, v [b*heads, n, hd];
+  // returns the heads' outputs concatenated, [b, m, d].
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       int64_t b, int64_t m) const {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    auto attn = torch::bmm(q * scale, k.transpose(1, 2)).softmax(-1);
-    return torch::bmm(attn, v).view({b, heads, n, head_dim}).transpose(1, 2).reshape({b, n, d});
+    auto weights = torch::bmm(q * scale, k.transpose(1, 2)).softmax(-1);
+    return torch::bmm(weights, v)
+        .view({b, heads, m, head_dim})
+        .transpose(1, 2)
+        .reshape({b, m, heads * head_dim});
   }
   int64_t heads, head_dim;
   nn::Linear qkv{nullptr}, proj{nullptr};
@@ -97,16 +109,9 @@ struct BlockImpl : nn::Module {
     // [b, 1, d] -> [b*heads, 1, hd]
     auto q = torch::linear(h.narrow(1, 0, 1), w.narrow(0, 0, d), bias.narrow(0, 0, d))
                  .view({b * heads, 1, head_dim});
-    // [b, n, 2, heads, hd] -> [2, b*heads, n, hd]
-    auto kv = torch::linear(h, w.narrow(0, d, 2 * d), bias.narrow(0, d, 2 * d))
-                  .view({b, n, 2, heads, head_dim})
-                  .permute({2, 0, 3, 1, 4})
-                  .contiguous()
-                  .view({2, b * heads, n, head_dim});
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    auto weights = torch::bmm(q * scale, kv[0].transpose(1, 2)).softmax(-1);
-    auto mixed = torch::bmm(weights, kv[1]).view({b, 1, d});
-    auto y = x.narrow(1, 0, 1) + attn->proj(mixed);
+    auto kv = attn->split_heads(torch::linear(h, w.narrow(0, d, 2 * d), bias.narrow(0, d, 2 * d)),
+                                b, n, 2);
+    auto y = x.narrow(1, 0, 1) + attn->proj(attn->attend(q, kv[0], kv[1], b, 1));
     return y + mlp(norm2(y));
   }
   // The frozen forward through packed GEMMs (FrozenLinear: bias, GELU and the residual adds
@@ -117,8 +122,7 @@ struct BlockImpl : nn::Module {
     const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
     const FrozenKernels& k = frozen_kernels();
     auto rows = x.view({b * n, d});
-    const auto eps = norm1->options.eps();
-    auto h = torch::layer_norm(rows, {d}, norm1->weight, norm1->bias, eps);
+    auto h = torch::layer_norm(rows, {d}, norm1->weight, norm1->bias, norm1->options.eps());
     k.proj->Forward(attn->mix(k.qkv->Forward(h), b, n).view({b * n, d}), &rows);
     h = torch::layer_norm(rows, {d}, norm2->weight, norm2->bias, norm2->options.eps());
     k.fc2->Forward(k.fc1->Forward(h), &rows);
