@@ -11,36 +11,10 @@ if(RETORT_WITH_UCX)
   endif()
 endif()
 
-# --- CUDA + NCCL (intra-node GPUs) ---
-set(RETORT_HAVE_CUDA OFF)
-set(RETORT_HAVE_NCCL OFF)
-if(RETORT_WITH_CUDA)
-  if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
-    set(CUDAToolkit_ROOT /usr/local/cuda)
-  endif()
-  find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(RETORT_HAVE_CUDA ON)
-    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
-    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
-    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-      set(RETORT_HAVE_NCCL ON)
-      add_library(retort::nccl UNKNOWN IMPORTED)
-      set_target_properties(retort::nccl PROPERTIES
-        IMPORTED_LOCATION ${NCCL_LIBRARY}
-        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
-    endif()
-  endif()
-endif()
-
-# --- LibTorch (trainer) ---
-set(RETORT_HAVE_TORCH OFF)
-if(RETORT_BUILD_TRAINER)
-  find_package(Torch QUIET)
-  if(Torch_FOUND OR TORCH_FOUND)
-    set(RETORT_HAVE_TORCH ON)
-  endif()
-endif()
+# --- CUDA toolkit, LibTorch, then the CUDA runtime and NCCL that match that LibTorch ---
+include(${CMAKE_CURRENT_LIST_DIR}/cuda.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/torch.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/cuda_libraries.cmake)
 
 # --- gRPC / protobuf (control plane) ---
 if(RETORT_BUILD_COORDINATOR)

@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Fixtures for the trainer tests (run with Debian's /usr/bin/python3, torch 1.13).
+#!/usr/bin/env python3
+"""Fixtures for the trainer tests (run with the project's Python, .venv/bin/python3).
 
   make_trainer_fixtures.py torchscript OUTDIR
       OUTDIR/student.pt  traced small conv net (8x8x1 -> 10), trainable from C++
@@ -10,8 +10,8 @@
       Loads retort-exported safetensors WEIGHTS strictly (every name and shape must match) into
       the reference ViT, runs it on INPUT's "images" and writes OUT with "logits".
 
-safetensors are read and written here with json + torch.frombuffer (Debian has no
-safetensors package): 8-byte little-endian header length, JSON header, raw data.
+safetensors are read and written here with json + torch.frombuffer (no package needed):
+8-byte little-endian header length, JSON header, raw data.
 """
 import json
 import os

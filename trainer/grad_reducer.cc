@@ -29,7 +29,10 @@ struct GradReducer::State {
   std::vector<int> bucket_of_param;
   std::vector<int> fires;  // AccumulateGrad calls per parameter in this step
   int passes = 1;          // backward passes per step (parts of the slice)
-  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators;
+  // The AccumulateGrad nodes our hooks hang on, kept alive (shared_ptr or intrusive_ptr, by
+  // LibTorch version).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))>
+      grad_accumulators;
   std::vector<std::unique_ptr<CommHandle>> handles;  // in launch (= bucket) order
   int next_to_launch = 0;
   int launched_in_backward = 0;

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """gloo reference for collectives_bench: torch.distributed (backend gloo) all_reduce and
 all_gather over the same sizes, printing the same JSON lines (algbw/busbw as nccl-tests).
 

@@ -6,6 +6,7 @@
 # Usage: bench/collectives/run_bench.sh [build_dir]   (env: RANKS, MIN_BYTES, MAX_BYTES)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../scripts/python-env.sh"
 build=${1:-$here/../../build}
 ranks=${RANKS:-2}
 min_bytes=${MIN_BYTES:-1024}
@@ -36,7 +37,7 @@ if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
     "$build/bench/collectives/mpi_reference" "$min_bytes" "$max_bytes" 2>/dev/null | tee -a "$out"
 fi
 
-/usr/bin/python3 "$here/gloo_reference.py" --ranks "$ranks" --min-bytes "$min_bytes" \
+"$retort_python" "$here/gloo_reference.py" --ranks "$ranks" --min-bytes "$min_bytes" \
   --max-bytes "$max_bytes" | tee -a "$out"
 
 # Point-to-point ceiling: ucx_perftest tag bandwidth between two processes on loopback, with
@@ -93,4 +94,4 @@ for round in 1 2 3 4 5 6; do
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
 probe after
-/usr/bin/python3 "$here/summarize.py" "$out"
+"$retort_python" "$here/summarize.py" "$out"

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Reads the JSON lines of run_bench.sh and prints a markdown table of busbw (GB/s) per op and
 size, one column per implementation (the median when a size was measured several times; for
 ucx_perftest the better transport setting), then the target checks (2 ranks, 16/64 MiB)."""

@@ -2,8 +2,8 @@
 (AdamW) on gloo, launched by torchrun, with the same ViT teacher/student (bench/trainer/kd_reference.py),
 global batch, thread count and KD loss as the retort job. Prints one JSON line (rank 0).
 
-Run through bench/e2e/torchrun.py (torchrun with a fix for Python 3.11), e.g.
-  /usr/bin/python3 bench/e2e/torchrun.py --nproc_per_node=2 bench/e2e/ddp_reference.py --steps 60
+Run through torchrun (torch.distributed.run), e.g.
+  .venv/bin/python3 -m torch.distributed.run --nproc_per_node=2 bench/e2e/ddp_reference.py --steps 60
 """
 import argparse
 import json

@@ -1,5 +1,5 @@
-# Shared by the 2-worker end-to-end benchmarks (source it): the job they run and how they read
-# its steady-state throughput.
+# Shared by the 2-worker end-to-end benchmarks (source it after scripts/python-env.sh): the job
+# they run and how they read its steady-state throughput.
 
 # Prints the job spec: fm-teacher -> fm-student, global batch 128, synthetic 28x28x1 data,
 # 1 thread per worker. $1 = name, $2 = steps (warm-up included), $3 = extra YAML lines.
@@ -22,7 +22,7 @@ JOB
 # Prints batch / median step time over the metrics lines after the first $2 (warm-up) steps.
 # $1 = metrics.jsonl written by retort-run's rank 0.
 median_samples_per_s() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
+  "$retort_python" - "$1" "$2" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
 step_s = statistics.median(128 / r["samples_per_second"] for r in rows)

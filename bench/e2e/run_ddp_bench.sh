@@ -11,6 +11,7 @@ rounds=${2:-2}
 steps=${3:-60}
 warmup=10
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../scripts/python-env.sh"
 work=$(mktemp -d /tmp/retort_ddp_bench_XXXXXX)
 source "$here/kd_bench_job.sh"
 kd_bench_job ddp-bench $((steps + warmup)) > "$work/job.yaml"
@@ -22,13 +23,13 @@ for round in $(seq 1 "$rounds"); do
   sps=$(median_samples_per_s "$out/metrics.jsonl" "$warmup")
   echo "{\"impl\":\"retort\",\"round\":$round,\"workers\":2,\"threads\":1,\"global_batch\":128,\"steps\":$steps,\"samples_per_s\":$sps}"
   ours+=("$sps")
-  ref=$(/usr/bin/python3 "$here/torchrun.py" --nproc_per_node=2 "$here/ddp_reference.py" --steps "$steps" \
+  ref=$("$retort_python" -m torch.distributed.run --nproc_per_node=2 "$here/ddp_reference.py" --steps "$steps" \
         --warmup "$warmup" 2>/dev/null | grep '"impl"')
   echo "$ref"
-  refs+=("$(echo "$ref" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+  refs+=("$(echo "$ref" | "$retort_python" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 - "${ours[*]}" "${refs[*]}" <<'PY'
+"$retort_python" - "${ours[*]}" "${refs[*]}" <<'PY'
 import json, statistics, sys
 ours = [float(x) for x in sys.argv[1].split()]
 refs = [float(x) for x in sys.argv[2].split()]

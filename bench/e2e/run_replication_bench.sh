@@ -11,6 +11,7 @@ rounds=${2:-3}
 steps=${3:-60}
 warmup=10
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../scripts/python-env.sh"
 source "$here/kd_bench_job.sh"
 work=$(mktemp -d /tmp/retort_replication_bench_XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -30,7 +31,7 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 - "${results[every_step]}" "${results[off]}" <<'PY'
+"$retort_python" - "${results[every_step]}" "${results[off]}" <<'PY'
 import json, statistics, sys
 on = [float(x) for x in sys.argv[1].split()]
 off = [float(x) for x in sys.argv[2].split()]

@@ -17,7 +17,7 @@ restart (TORCHELASTIC_RESTART_COUNT), world_size, loss. When BENCH_PID_FILE is s
 writes its pid there at start (the benchmark uses it to kill this node's training process).
 
 Example (one of two "nodes"):
-  /usr/bin/python3 bench/e2e/torchrun.py --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+  .venv/bin/python3 -m torch.distributed.run --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
       --rdzv_endpoint=127.0.0.1:29500 --rdzv_id=bench --max_restarts=3 \
       bench/elastic/elastic_reference.py --metrics /tmp/m.jsonl --checkpoint /tmp/ckpt.pt
 """

@@ -32,7 +32,7 @@ import tempfile
 from procs import Children, now_ms, read_jsonl, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable
 WORKERS = 2
 
 
@@ -212,7 +212,7 @@ def torchrun_round(args, work, round_no, children):
         env = dict(os.environ, BENCH_PID_FILE=os.path.join(work, "pid-" + node),
                    LOGLEVEL="INFO", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
         agents[node] = children.start("agent-" + node, [
-            PYTHON, os.path.join(HERE, "..", "e2e", "torchrun.py"), "--nnodes=1:%d" % WORKERS,
+            PYTHON, "-m", "torch.distributed.run", "--nnodes=1:%d" % WORKERS,
             "--nproc_per_node=1", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:%d" % port,
             "--rdzv_id=bench-%d" % round_no, "--max_restarts=3",
             os.path.join(HERE, "elastic_reference.py"), "--steps", str(args.steps),

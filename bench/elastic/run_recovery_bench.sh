@@ -14,12 +14,13 @@ rounds=${2:-1}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
 shift $(($# >= 2 ? 2 : 1))
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../scripts/python-env.sh"
 for tool in retort-coordinator retort-worker retortctl; do
   [[ -x "$build/tools/$tool" ]] || { echo "missing $build/tools/$tool (ninja -C $build tools/$tool)" >&2; exit 2; }
 done
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The Python driver kills every process it started when it exits or gets SIGINT/SIGTERM.
-/usr/bin/python3 "$here/recovery_bench.py" --build="$build" --rounds="$rounds" "$@" &
+"$retort_python" "$here/recovery_bench.py" --build="$build" --rounds="$rounds" "$@" &
 driver=$!
 trap 'kill -TERM "$driver" 2>/dev/null; wait "$driver"; exit 143' INT TERM
 wait "$driver"

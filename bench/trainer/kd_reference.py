@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference for the KD step benchmark, and the ViT module that retort's exported
 weights load into (same architecture and parameter names as trainer/models/vit.cc, which
 follow timm's VisionTransformer).

@@ -7,6 +7,7 @@
 # Prints JSON lines: each run's line, then one comparison line.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/scripts/python-env.sh"
 build=${1:-$root/build}
 steps=${2:-10}
 rounds=${3:-3}
@@ -14,13 +15,13 @@ echo "{\"host_load_avg_before\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$
 all=""
 for ((r = 1; r <= rounds; r++)); do
   ours=$("$build/bench/trainer/kd_step_bench" --batch 128 --threads 2 --warmup 2 --steps "$steps")
-  ref=$(/usr/bin/python3 "$root/bench/trainer/kd_reference.py" --batch 128 --threads 2 --warmup 2 \
+  ref=$("$retort_python" "$root/bench/trainer/kd_reference.py" --batch 128 --threads 2 --warmup 2 \
         --steps "$steps")
   echo "$ours"
   echo "$ref"
   all+="$ours"$'\n'"$ref"$'\n'
 done
-/usr/bin/python3 - "$all" <<'PY'
+"$retort_python" - "$all" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in sys.argv[1].splitlines() if '"impl"' in l]
 # Per-round ratios (each round's programs ran back to back under similar load).

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Reference for bench/trainer_data: the same pipelines with a python3-torch DataLoader.
 
 Fashion-MNIST: IDX via gzip+numpy; per sample random crop (2-px zero padding) + horizontal flip

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side loader throughput: retort's Loader vs a python3-torch DataLoader, same machine,
+# Side-by-side loader throughput: retort's Loader vs a PyTorch DataLoader, same machine,
 # same run, same thread count. Prints JSON lines (one per implementation and dataset).
 # Usage: bench/trainer_data/run.sh [build_dir] [threads]
 # Environment: STEPS_FM (default 100), STEPS_JPEG (default 40), JPEG_IMAGES (default 512),
@@ -9,7 +9,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 threads=${2:-2}
 bench=$build/bench/trainer_data/trainer_data_bench
-py=/usr/bin/python3
+source "$root/scripts/python-env.sh"
+py=$retort_python
 ref=$root/bench/trainer_data/reference_loader.py
 steps_fm=${STEPS_FM:-100}
 steps_jpeg=${STEPS_JPEG:-40}

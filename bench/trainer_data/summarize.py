@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Median images/s per (impl, dataset, threads, dct_scaling) from run.sh's JSON lines on stdin."""
 import collections
 import json

@@ -1,5 +1,6 @@
-// Runs scripts/make_trainer_fixtures.py with Debian's /usr/bin/python3 (torch 1.13) for the
-// tests that compare against PyTorch; those tests skip when that interpreter has no torch.
+// Runs scripts/make_trainer_fixtures.py with the project's Python (RETORT_PYTHON, the .venv
+// that scripts/setup makes, with the PyTorch whose LibTorch we link) for the tests that compare
+// against PyTorch; those tests skip when that interpreter has no torch.
 #pragma once
 
 #include <stdlib.h>
@@ -10,13 +11,14 @@
 namespace retort::trainer::test {
 
 inline bool PythonTorchAvailable() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
+  static const bool ok = std::system(
+      (std::string("'") + RETORT_PYTHON + "' -c 'import torch' > /dev/null 2>&1").c_str()) == 0;
   return ok;
 }
 
 // Returns the exit status of `make_trainer_fixtures.py <args>`.
 inline int RunFixtureScript(const std::string& args) {
-  const std::string cmd = std::string("/usr/bin/python3 ") + RETORT_SOURCE_DIR +
+  const std::string cmd = std::string("'") + RETORT_PYTHON + "' " + RETORT_SOURCE_DIR +
                           "/scripts/make_trainer_fixtures.py " + args;
   return std::system(cmd.c_str());
 }

@@ -61,7 +61,7 @@ TEST(SafetensorsTest, PresetSpecLoadsWeights) {
 }
 
 TEST(SafetensorsTest, ExportedStudentLoadsIntoPyTorchAndGivesTheSameLogits) {
-  if (!test::PythonTorchAvailable()) GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  if (!test::PythonTorchAvailable()) FAIL() << RETORT_PYTHON " has no torch (run scripts/setup)";
   const std::string dir = test::MakeTempDir();
   VitConfig config = test::TinyVit(16, 2);
   auto model = test::MustMake(MakeVit(config, 21));

@@ -15,7 +15,7 @@ class TorchScriptModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::PythonTorchAvailable())
-      GTEST_SKIP() << "/usr/bin/python3 has no torch: cannot build TorchScript fixtures";
+      FAIL() << RETORT_PYTHON " has no torch: cannot build TorchScript fixtures (run scripts/setup)";
     dir_ = test::MakeTempDir();
     ASSERT_FALSE(dir_.empty());
     ASSERT_EQ(test::RunFixtureScript("torchscript " + dir_), 0);

@@ -1,0 +1,89 @@
+# Finds LibTorch and exposes it as one target, retort::torch (sets RETORT_HAVE_TORCH and
+# RETORT_TORCH_ROOT, the folder holding LibTorch's include/ and lib/).
+#
+# Where LibTorch comes from, first match wins:
+#   1. a user's own LibTorch: -DTorch_DIR=<libtorch>/share/cmake/Torch or
+#      -DCMAKE_PREFIX_PATH=<libtorch>;
+#   2. the torch package of the project's Python environment (RETORT_PYTHON, by default the
+#      .venv that scripts/setup creates), through torch.utils.cmake_prefix_path.
+#
+# LibTorch's own CMake config is not used: for the PyPI wheel (a CUDA build) it stops when no
+# CUDA toolkit is installed, and where one is, it links the toolkit's CUDA libraries beside the
+# newer ones the wheel's libraries load themselves. retort links LibTorch's libraries alone
+# (their RPATHs find their CUDA dependencies), the CUDA ones when the build has CUDA.
+#
+# retort::torch links libstdc++ ahead of LibTorch. libtorch_cpu.so of the PyPI wheels exports
+# its own copy of std::filesystem (142 symbols in 2.15); with libstdc++ last on the link line
+# the dynamic linker bound our std::filesystem calls to that copy and a remove_all crashed.
+# tests/trainer/link_order_test.cc checks the binding.
+#
+# LibTorch's OpenMP: ATen's at::parallel_for is a header template over `#pragma omp parallel`,
+# so our translation units are compiled with -fopenmp; they link the libgomp LibTorch ships
+# (one OpenMP runtime per process), or the compiler's where it ships none.
+set(RETORT_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python3" CACHE FILEPATH
+    "Python whose torch package supplies LibTorch when no Torch_DIR/CMAKE_PREFIX_PATH names one")
+
+set(RETORT_HAVE_TORCH OFF)
+set(RETORT_TORCH_ROOT "")
+if(NOT RETORT_BUILD_TRAINER)
+  return()
+endif()
+
+set(_retort_torch_hints "")
+if(Torch_DIR)
+  list(APPEND _retort_torch_hints "${Torch_DIR}")
+elseif(EXISTS "${RETORT_PYTHON}")
+  execute_process(
+    COMMAND "${RETORT_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE _retort_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _retort_torch_rc ERROR_QUIET)
+  if(_retort_torch_rc EQUAL 0)
+    list(APPEND _retort_torch_hints "${_retort_torch_prefix}/Torch")
+  endif()
+endif()
+# CMAKE_PREFIX_PATH is searched before the hints.
+find_path(_retort_torch_config_dir TorchConfig.cmake HINTS ${_retort_torch_hints}
+          PATH_SUFFIXES share/cmake/Torch NO_CACHE)
+if(NOT _retort_torch_config_dir)
+  message(STATUS "retort: no LibTorch found (run scripts/setup, or pass -DTorch_DIR=...): "
+                 "the trainer and the worker's training session are off")
+  return()
+endif()
+get_filename_component(RETORT_TORCH_ROOT "${_retort_torch_config_dir}/../../.." ABSOLUTE)
+
+set(_retort_torch_names torch torch_cpu c10)
+if(RETORT_HAVE_CUDA)
+  list(APPEND _retort_torch_names torch_cuda c10_cuda)
+endif()
+set(_retort_torch_libs stdc++)
+foreach(name ${_retort_torch_names})
+  find_library(_retort_torch_lib ${name} PATHS "${RETORT_TORCH_ROOT}/lib" NO_DEFAULT_PATH NO_CACHE)
+  if(NOT _retort_torch_lib)
+    message(FATAL_ERROR "LibTorch at ${RETORT_TORCH_ROOT} has no lib${name}.so (for a CPU-only "
+                        "LibTorch with a CUDA toolkit installed, configure with -DRETORT_WITH_CUDA=OFF)")
+  endif()
+  list(APPEND _retort_torch_libs "${_retort_torch_lib}")
+  unset(_retort_torch_lib)
+endforeach()
+
+find_library(_retort_torch_gomp NAMES libgomp.so.1 PATHS "${RETORT_TORCH_ROOT}/lib"
+             NO_DEFAULT_PATH NO_CACHE)
+if(_retort_torch_gomp)
+  list(APPEND _retort_torch_libs "${_retort_torch_gomp}")
+else()
+  find_package(OpenMP REQUIRED)
+  list(APPEND _retort_torch_libs OpenMP::OpenMP_CXX)
+endif()
+
+add_library(retort_torch INTERFACE)
+target_include_directories(retort_torch SYSTEM INTERFACE
+  "${RETORT_TORCH_ROOT}/include" "${RETORT_TORCH_ROOT}/include/torch/csrc/api/include")
+target_link_libraries(retort_torch INTERFACE ${_retort_torch_libs})
+target_compile_options(retort_torch INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
+target_compile_features(retort_torch INTERFACE cxx_std_20)
+if(RETORT_HAVE_CUDA)
+  target_include_directories(retort_torch SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+endif()
+add_library(retort::torch ALIAS retort_torch)
+set(RETORT_HAVE_TORCH ON)
+message(STATUS "retort: LibTorch from ${RETORT_TORCH_ROOT}")
