@@ -1,37 +1,43 @@
 #!/usr/bin/env bash
 # Offline validation of everything under deploy/ (run by ctest, label "deploy").
 # Usage: deploy/validate/run-checks.sh CHECK [ARGS]
-#   render OVERLAY OUT   render deploy/k8s/overlays/OVERLAY with `kubectl kustomize` into OUT
-#   schema OVERLAY       render, then validate every object against the Kubernetes API schemas
-#   policy OVERLAY       render, then check retort's deployment rules (cpu or gpu overlay)
-#   flags BUILD_DIR      entrypoints and flags of every overlay and the README's retortctl lines
-#                        against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
+#   schema OVERLAY       every object of deploy/k8s/rendered/OVERLAY.yaml against the strict
+#                        Kubernetes API schemas (version: retort_deploy/schema.py)
+#   policy OVERLAY       retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml (cpu or gpu)
+#   flags BUILD_DIR      entrypoints and flags of every rendered overlay and the README's retortctl
+#                        lines against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
 #   stage BUILD_DIR      stage BUILD_DIR/tools' binaries as the image build does (all libraries
 #                        resolved, owned by packages or vendored, no compiler in the runtime set)
-#   yamllint             lint every YAML file under deploy/ (deploy/yamllint.yaml)
+#   render OVERLAY       deploy/k8s/rendered/OVERLAY.yaml equals a fresh `kubectl kustomize`;
+#                        exit 77 (skipped) without kubectl 1.21+, unless the file is provably stale
+#   render-all           regenerate deploy/k8s/rendered/*.yaml with `kubectl kustomize` (kubectl 1.21+)
+#   yamllint             lint every YAML source under deploy/ (deploy/yamllint.yaml; not rendered/)
 #   docker               static checks of deploy/docker (Dockerfiles, image scripts; shellcheck)
-#   selftest             the checkers themselves, on fakes and broken manifests
+#   selftest             the checkers themselves (python -m unittest), on fakes and broken manifests
+# Needs the project's Python environment ($root/.venv, made by scripts/setup) with the packages
+# of scripts/python-requirements.txt, and shellcheck for `docker`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 deploy=$(dirname "$here")
 root=$(dirname "$deploy")
+python=$root/.venv/bin/python3 # the project's Python environment (scripts/setup)
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run-checks: $*" >&2; exit 1; }
 
-need_node() {
-  command -v node >/dev/null || die "node not found (run scripts/setup)"
-  [[ -f "$here/node_modules/.retort-lock.sha256" ]] ||
-    die "npm packages missing in $here/node_modules (run scripts/setup or deploy/validate/install.sh)"
+# Stops with the fix unless $python exists and has the validators' packages.
+need_python() {
+  [[ -x "$python" ]] || die "no Python environment at $root/.venv (run scripts/setup)"
+  "$python" -c 'import kubernetes_validate, yamllint, yaml, jsonschema, referencing' 2>/dev/null ||
+    die "Python packages missing in $root/.venv (run scripts/setup; see scripts/python-requirements.txt)"
 }
 
-render() {
-  local overlay=$1 out=$2
-  command -v kubectl >/dev/null || die "kubectl not found (needs kubectl 1.21+, with kustomize v4+)"
-  [[ -f "$deploy/k8s/overlays/$overlay/kustomization.yaml" ]] || die "no overlay $overlay"
-  kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$out" ||
-    die "kubectl kustomize deploy/k8s/overlays/$overlay failed (needs kubectl 1.21+, with kustomize v4+)"
-  [[ -s "$out" ]] || die "overlay $overlay rendered nothing"
+# Path of the committed render of an overlay; dies naming the regeneration command when missing.
+rendered() {
+  local file="$deploy/k8s/rendered/$1.yaml"
+  [[ -f "$deploy/k8s/overlays/$1/kustomization.yaml" ]] || die "no overlay $1"
+  [[ -f "$file" ]] || die "$file missing (run deploy/validate/run-checks.sh render-all)"
+  echo "$file"
 }
 
 tmp=$(mktemp -d)
@@ -40,32 +46,26 @@ trap 'rm -rf "$tmp"' EXIT
 check=${1:-}
 shift || true
 case "$check" in
-  render)
-    (($# == 2)) || die "usage: render OVERLAY OUT"
-    render "$1" "$2"
-    ;;
   schema)
     (($# == 1)) || die "usage: schema OVERLAY"
-    need_node
-    render "$1" "$tmp/$1.yaml"
-    node "$here/validate-schema.mjs" "$tmp/$1.yaml"
+    need_python
+    file=$(rendered "$1")
+    "$python" "$here/check_schema.py" "$file"
     ;;
   policy)
     (($# == 1)) || die "usage: policy OVERLAY"
-    need_node
-    render "$1" "$tmp/$1.yaml"
-    node "$here/check-policy.mjs" --accelerator="$1" "$tmp/$1.yaml"
+    need_python
+    file=$(rendered "$1")
+    "$python" "$here/check_policy.py" --accelerator="$1" "$file"
     ;;
   flags)
     (($# == 1)) || die "usage: flags BUILD_DIR"
-    need_node
-    rendered=()
+    need_python
+    files=()
     for dir in "$deploy"/k8s/overlays/*/; do
-      name=$(basename "$dir")
-      render "$name" "$tmp/$name.yaml"
-      rendered+=("$tmp/$name.yaml")
+      files+=("$(rendered "$(basename "$dir")")")
     done
-    node "$here/check-flags.mjs" --bin-dir="$1/tools" --readme="$deploy/README.md" "${rendered[@]}"
+    "$python" "$here/check_flags.py" --bin-dir="$1/tools" --readme="$deploy/README.md" "${files[@]}"
     ;;
   stage)
     (($# == 1)) || die "usage: stage BUILD_DIR"
@@ -75,25 +75,39 @@ case "$check" in
       grep -Eq '^  --' <<<"$help" || die "staged $binary does not run: $help"
     done
     ;;
+  render)
+    (($# == 1)) || die "usage: render OVERLAY"
+    need_python
+    cd "$root"
+    "$python" "$here/render.py" check deploy/k8s "$1"
+    ;;
+  render-all)
+    (($# == 0)) || die "usage: render-all"
+    need_python
+    cd "$root"
+    "$python" "$here/render.py" write deploy/k8s
+    ;;
   yamllint)
-    command -v yamllint >/dev/null || die "yamllint not found (run scripts/setup)"
-    mapfile -t files < <(find "$deploy" -path "$here/node_modules" -prune -o \
+    need_python
+    # deploy/k8s/rendered/ holds kubectl's output (generated, in kubectl's own layout).
+    mapfile -t files < <(find "$deploy" -path "$deploy/k8s/rendered" -prune -o \
       \( -name '*.yaml' -o -name '*.yml' \) -type f -print | sort)
     ((${#files[@]} > 0)) || die "no YAML files under deploy/"
-    yamllint --strict -c "$deploy/yamllint.yaml" "${files[@]}"
+    "$python" -m yamllint --strict -c "$deploy/yamllint.yaml" "${files[@]}"
     echo "yamllint: ${#files[@]} files clean"
     ;;
   docker)
-    need_node
-    command -v shellcheck >/dev/null || die "shellcheck not found (run scripts/setup)"
-    node "$here/check-docker.mjs" "$root"
-    mapfile -t scripts < <(find "$deploy" -path "$here/node_modules" -prune -o -name '*.sh' -type f -print | sort)
+    need_python
+    command -v shellcheck >/dev/null || die "shellcheck not found (apt-get install shellcheck; run scripts/setup)"
+    "$python" "$here/check_docker.py" "$root"
+    mapfile -t scripts < <(find "$deploy" -name '*.sh' -type f -print | sort)
     shellcheck --shell=bash "${scripts[@]}"
     echo "shellcheck: ${#scripts[@]} scripts clean"
     ;;
   selftest)
-    need_node
-    node --test "$here"/test/*.test.mjs
+    need_python
+    cd "$here"
+    "$python" -m unittest discover --start-directory tests --top-level-directory . --buffer
     ;;
   -h | --help | "")
     usage
