@@ -62,7 +62,14 @@ foreach(name ${_retort_torch_names})
     message(FATAL_ERROR "LibTorch at ${RETORT_TORCH_ROOT} has no lib${name}.so (for a CPU-only "
                         "LibTorch with a CUDA toolkit installed, configure with -DRETORT_WITH_CUDA=OFF)")
   endif()
-  list(APPEND _retort_torch_libs "${_retort_torch_lib}")
+  if(name MATCHES "cuda")
+    # Nothing of ours calls into these directly, but loading them is what registers LibTorch's
+    # CUDA backend (torch::cuda::device_count() is 0 without them): keep them past --as-needed,
+    # the linker default of Debian's and Ubuntu's compilers.
+    list(APPEND _retort_torch_libs "-Wl,--no-as-needed,${_retort_torch_lib}" "-Wl,--as-needed")
+  else()
+    list(APPEND _retort_torch_libs "${_retort_torch_lib}")
+  endif()
   unset(_retort_torch_lib)
 endforeach()
 

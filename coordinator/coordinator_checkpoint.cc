@@ -96,9 +96,20 @@ StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
                                    JobStateName(state_.state()));
   if (!generation_ || generation_->members_size() == 0)
     return FailedPreconditionError("no members to checkpoint");
-  if (!pending_checkpoint_)
-    RETORT_RETURN_IF_ERROR(StartPendingCheckpointLocked(
-        MaxMemberStepLocked() + CheckpointMarginStepsLocked(), generation_->number(), "requested"));
+  if (!pending_checkpoint_) {
+    // Members must hear of the step before they reach it; a step past the job's last one would
+    // never come, and the request would hang until the job ended.
+    const int64_t fastest = MaxMemberStepLocked();
+    const int64_t margin = CheckpointMarginStepsLocked();
+    const int64_t last = state_.job().steps();
+    if (last > 0 && fastest + margin > last)
+      return FailedPreconditionError(
+          "the job ends at step " + std::to_string(last) + " before a checkpoint requested now " +
+          "can be taken: members are at step " + std::to_string(fastest) + " and need " +
+          std::to_string(margin) + " steps of notice (its weights are written when it completes)");
+    RETORT_RETURN_IF_ERROR(
+        StartPendingCheckpointLocked(fastest + margin, generation_->number(), "requested"));
+  }
   v1::CheckpointResponse resp;
   resp.set_checkpoint_id(pending_checkpoint_->id);
   resp.set_step(pending_checkpoint_->step);

@@ -31,7 +31,8 @@ struct GradReducer::State {
   int passes = 1;          // backward passes per step (parts of the slice)
   // The AccumulateGrad nodes our hooks hang on, kept alive (shared_ptr or intrusive_ptr, by
   // LibTorch version).
-  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))>
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(
+      std::declval<const torch::Tensor&>()))>
       grad_accumulators;
   std::vector<std::unique_ptr<CommHandle>> handles;  // in launch (= bucket) order
   int next_to_launch = 0;

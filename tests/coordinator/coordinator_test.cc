@@ -465,6 +465,23 @@ TEST_F(CoordinatorTest, CheckpointCommitsManifestAfterAllAcksAndKeepsLastK) {
   EXPECT_TRUE(PathExists(opts_.state_dir + "/checkpoints/ckpt-00000002/MANIFEST.json"));
 }
 
+TEST_F(CoordinatorTest, CheckpointRequestedTooCloseToTheEndIsRefusedNotScheduledPastIt) {
+  auto a = JoinOk("n0", 0);
+  Settle();
+  // 0.25 s steps and 500 ms heartbeats: members need 2.5 * 0.5 / 0.25 = 5 steps of notice.
+  HeartbeatAtStep(a, 96, 0.25);
+  auto late = c_->RequestCheckpoint();
+  ASSERT_FALSE(late.ok()) << "scheduled at step " << late->step() << " of a 100-step job";
+  EXPECT_EQ(late.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.status().message().find("ends at step 100"), std::string::npos) << late.status();
+  EXPECT_NE(late.status().message().find("at step 96"), std::string::npos) << late.status();
+
+  HeartbeatAtStep(a, 95, 0.25);
+  auto in_time = c_->RequestCheckpoint();
+  ASSERT_TRUE(in_time.ok()) << in_time.status();
+  EXPECT_EQ(in_time->step(), 100) << "the last step is a step boundary like any other";
+}
+
 TEST_F(CoordinatorTest, CheckpointAckWithMissingFileDoesNotCommit) {
   auto a = JoinOk("n0", 0);
   Settle();

@@ -1,9 +1,12 @@
 // kill -9 of the coordinator during training on 127.0.0.1: workers keep training while it is
 // away; restarted on the same port and state directory, it takes the workers back under a
-// larger generation number, and a checkpoint requested afterwards commits.
+// larger generation number, and a checkpoint requested afterwards commits (or, when the
+// workers came back too close to the job's end, is refused saying so).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 
 #include "elastic/scenario_test.h"
 
@@ -48,31 +51,50 @@ TEST_F(CoordinatorRestartTest, KillNineCoordinatorTrainingContinuesAndCheckpoint
   std::cout << "[ measured ] generation " << before.generation << " before the coordinator kill, "
             << after.generation << " after the restart\n";
 
+  // How many steps the job still has when the checkpoint is asked for depends on how fast this
+  // machine trained while the coordinator was away and the workers re-joined (they back off up
+  // to 2 s). So the expectation follows from what the coordinator answered: a step it names
+  // must be within the job and must commit; a refusal must be because members were too close
+  // to the last step to hear of a checkpoint in time, and must say so.
   {
     std::string out;
-    ASSERT_EQ(c->Ctl({"checkpoint", "--json"}, &out), 0) << out;
-    auto j = nlohmann::json::parse(out.substr(out.find('{')));
-    const uint64_t id = j.at("checkpoint_id").get<uint64_t>();
-    const int64_t step = j.at("step").get<int64_t>();
-    ASSERT_LT(step, job.steps) << "the checkpoint was scheduled after the last step";
-    // Committing follows the step closely (shards are written at the step boundary); give up
-    // once training is 5 steps past it or the job ended.
-    StatusView committed;
-    EXPECT_TRUE(c->WaitForStatus(
-                    [&](const StatusView& s) {
-                      return s.last_checkpoint_id >= id ||
-                             c->LastStep() >= std::min<int64_t>(step + 5, job.steps);
-                    },
-                    kEvent, &committed) &&
-                committed.last_checkpoint_id >= id)
-        << "checkpoint " << id << " at step " << step
-        << " requested after the restart did not commit (last step " << c->LastStep()
-        << "): " << committed.raw << "\n"
-        << c->Logs();
-    bool on_disk = false;
-    for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
-      on_disk = on_disk || (ck.id == id && ck.step == step);
-    EXPECT_TRUE(on_disk) << "no MANIFEST.json for checkpoint " << id << " at step " << step;
+    const int rc = c->Ctl({"checkpoint", "--json"}, &out);
+    if (rc != 0) {
+      // "... members are at step S and need M steps of notice ..."
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(
+          out, m, std::regex(R"(members are at step (\d+) and need (\d+) steps of notice)")))
+          << "checkpoint refused for another reason: " << out;
+      const int64_t at = std::stoll(m[1]), notice = std::stoll(m[2]);
+      EXPECT_GT(at + notice, job.steps) << "refused although there was time: " << out;
+      std::cout << "[ measured ] checkpoint after the restart refused: members at step " << at
+                << " of " << job.steps << " needed " << notice << " steps of notice\n";
+    } else {
+      auto j = nlohmann::json::parse(out.substr(out.find('{')));
+      const uint64_t id = j.at("checkpoint_id").get<uint64_t>();
+      const int64_t step = j.at("step").get<int64_t>();
+      ASSERT_LE(step, job.steps) << "the checkpoint was scheduled after the last step";
+      // Committing follows the step closely (shards are written at the step boundary); give up
+      // once training is 5 steps past it or the job ended.
+      StatusView committed;
+      EXPECT_TRUE(c->WaitForStatus(
+                      [&](const StatusView& s) {
+                        return s.last_checkpoint_id >= id ||
+                               c->LastStep() >= std::min<int64_t>(step + 5, job.steps);
+                      },
+                      kEvent, &committed) &&
+                  committed.last_checkpoint_id >= id)
+          << "checkpoint " << id << " at step " << step
+          << " requested after the restart did not commit (last step " << c->LastStep()
+          << "): " << committed.raw << "\n"
+          << c->Logs();
+      bool on_disk = false;
+      for (const auto& ck : ListCommittedCheckpoints(c->checkpoint_dir()))
+        on_disk = on_disk || (ck.id == id && ck.step == step);
+      EXPECT_TRUE(on_disk) << "no MANIFEST.json for checkpoint " << id << " at step " << step;
+      std::cout << "[ measured ] checkpoint " << id << " at step " << step << " of " << job.steps
+                << " committed after the restart\n";
+    }
   }
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;

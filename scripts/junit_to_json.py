@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Turns ctest's JUnit report (ctest --output-junit FILE) into a JSON list on stdout, one object
+per test: {"name", "status": passed|failed|skipped, "seconds", "reason"}. A skipped test's
+reason is GoogleTest's skip message (the line after "Skipped" in its output) or ctest's.
+
+Usage: junit_to_json.py REPORT.xml
+"""
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+
+def skip_reason(case):
+    out = case.findtext("system-out") or ""
+    # GoogleTest prints "<file>:<line>: Skipped\n<message>" for GTEST_SKIP() << message.
+    m = re.search(r"Skipped\s*\n(.+)", out)
+    if m:
+        return m.group(1).strip()
+    skipped = case.find("skipped")
+    return (skipped.get("message") if skipped is not None else "") or ""
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    rows = []
+    for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.get("status") == "fail":
+            status, reason = "failed", (case.find("failure").get("message", "")
+                                        if case.find("failure") is not None else "")
+        elif case.find("skipped") is not None or case.get("status") in ("notrun", "disabled"):
+            status, reason = "skipped", skip_reason(case)
+        else:
+            status, reason = "passed", ""
+        rows.append({"name": case.get("name"), "status": status,
+                     "seconds": float(case.get("time") or 0), "reason": reason})
+    json.dump(rows, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
