@@ -337,12 +337,33 @@ def _check_accelerator(objects, accelerator, errors, context):
             errors.append(f"{name}: devices must be cpu, got {devices}")
 
 
+# Kinds that live outside any namespace.
+_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PersistentVolume",
+                   "StorageClass", "PriorityClass", "CustomResourceDefinition"}
+
+
+def _check_one_namespace(objects, errors):
+    """Every namespaced object names the job's Namespace: one without a namespace would be
+    created wherever kubectl points, where the job's pods cannot use it."""
+    namespaces = [o.get("metadata", {}).get("name") for o in objects if o.get("kind") == "Namespace"]
+    if len(namespaces) != 1:
+        errors.append(f"the overlay must create exactly one Namespace (found {len(namespaces)})")
+        return
+    for o in objects:
+        if o.get("kind") in _CLUSTER_SCOPED:
+            continue
+        ns = _mapping(o.get("metadata")).get("namespace")
+        if ns != namespaces[0]:
+            errors.append(f"{describe(o)}: namespace must be {namespaces[0]} (is {ns or 'unset'})")
+
+
 def check_policy(objects, accelerator, proto_messages):
     """Every rule on the objects of one rendered overlay; `accelerator` is 'cpu' or 'gpu'.
     `proto_messages` is parse_proto_messages() of proto/retort/v1/retort.proto."""
     objects = [o for o in objects if isinstance(o, dict)]
     errors = []
     context = {}
+    _check_one_namespace(objects, errors)
     _check_container_security(objects, errors)
     _check_volume_references(objects, errors)
     _check_coordinator(objects, errors, context)

@@ -125,6 +125,7 @@ class PolicyCheckTest(unittest.TestCase):
             ("global_batch: 256", "global_batch: 256\n    batch_size: 64"),
             ("--coordinator=retort-coordinator.", "--coordinator=coordinator."),
             ("maxUnavailable: 1", "maxUnavailable: 3"),
+            ("  name: retort-shared\n  namespace: retort", "  name: retort-shared"),
         ]:
             broken = replace_once(self, broken, old, new)
         status, output = run_script("check_policy.py", "--accelerator=cpu", write_temp(self, "broken.yaml", broken))
@@ -137,6 +138,7 @@ class PolicyCheckTest(unittest.TestCase):
             r"job spec: batch_size: unknown field \(not in retort.v1.JobSpec\)",
             r"--coordinator=coordinator\.\$\(POD_NAMESPACE\)\.svc:7070 is not the coordinator Service",
             r"needs a PodDisruptionBudget with maxUnavailable 1",
+            r"PersistentVolumeClaim/retort-shared: namespace must be retort \(is unset\)",
         ]:
             self.assertRegex(output, expected)
 
