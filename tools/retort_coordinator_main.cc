@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   }
   std::atomic<bool> signalled{false};
   coordinator::Coordinator* coord = c->get();
-  tools::WatchTerminationSignals([&signalled, coord](int sig) {
+  tools::TerminationSignalWatcher signal_watcher([&signalled, coord](int sig) {
     LOG_INFO("coordinator") << "signal " << sig
                             << ": shutting down (state is durable; restart to resume)";
     signalled = true;

@@ -378,7 +378,7 @@ int main(int argc, char** argv) {
   RunOptions o{bin_dir, log_level, workers,          workers_per_node,
                threads, timeout_s, stop_when_formed, train};
   std::atomic<int> interrupts{0};
-  tools::WatchTerminationSignals([&](int) { interrupts++; });
+  tools::TerminationSignalWatcher signal_watcher([&](int) { interrupts++; });
   if (!job_path.empty()) return RunJob(o, job_text, *job, output_dir, interrupts);
   return RunDefaultPipeline(o, output_dir, interrupts);
 }

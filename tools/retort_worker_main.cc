@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
 #if RETORT_WORKER_WITH_TRAINER
   if (session) session->AttachAgent(&agent);
 #endif
-  tools::WatchTerminationSignals([&agent](int sig) {
+  tools::TerminationSignalWatcher signal_watcher([&agent](int sig) {
     LOG_INFO("worker") << "signal " << sig << ": leaving at the next step boundary";
     agent.RequestStop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   });

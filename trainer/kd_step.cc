@@ -200,7 +200,7 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
       if (parts == 1) {
         results[0] = RunPart(images, labels, cached, 0, n, batch.weight);
       } else {
-        // One part per intra-op thread; inside at::parallel_for, ATen and OpenBLAS run each
+        // One part per intra-op thread; inside at::parallel_for, ATen and its BLAS run each
         // part single-threaded.
         at::parallel_for(0, parts, 1, [&](int64_t first, int64_t last) {
           for (int64_t p = first; p < last; ++p)

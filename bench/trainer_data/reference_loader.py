@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference for bench/trainer_data: the same pipelines with a python3-torch DataLoader.
+"""Reference for bench/trainer_data: the same pipelines with a PyTorch DataLoader.
 
 Fashion-MNIST: IDX via gzip+numpy; per sample random crop (2-px zero padding) + horizontal flip
 on tensors, normalised with (0.2860, 0.3530) -- what torchvision's RandomCrop/RandomHorizontalFlip/

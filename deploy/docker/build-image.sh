@@ -2,7 +2,7 @@
 # Builds a retort container image with Docker BuildKit (docker buildx), from the repository root.
 # Usage: deploy/docker/build-image.sh cpu|cuda [--tag NAME:TAG] [--libtorch DIR]
 #          [--cuda-version X.Y.Z] [--jobs N] [--push] [--dry-run]
-#   cpu   Debian bookworm, Debian's LibTorch (CPU)     default tag retort-cpu:0.1.0
+#   cpu   Debian bookworm, the PyPI wheel's LibTorch (CPU) default tag retort-cpu:0.1.0
 #   cuda  NVIDIA CUDA image, LibTorch with CUDA + NCCL default tag retort-cuda:0.1.0
 #         --libtorch DIR: the unpacked LibTorch (cxx11 ABI, CUDA build matching --cuda-version)
 #   --push     push the image after building (the tag then names your registry)

@@ -13,9 +13,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <mutex>
-
-#include "trainer/models/frozen_linear.h"
 
 namespace retort::trainer {
 namespace {
@@ -114,42 +111,9 @@ struct BlockImpl : nn::Module {
     auto y = x.narrow(1, 0, 1) + attn->proj(attn->attend(q, kv[0], kv[1], b, 1));
     return y + mlp(norm2(y));
   }
-  // The frozen forward through packed GEMMs (FrozenLinear: bias, GELU and the residual adds
-  // fused into the GEMMs). Same math as forward(x). `x` must be a contiguous intermediate the
-  // caller no longer needs: the residual stream is updated in its storage, which is returned.
-  // Safe to call from several threads at once.
-  torch::Tensor forward_frozen(torch::Tensor x) {
-    const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
-    const FrozenKernels& k = frozen_kernels();
-    auto rows = x.view({b * n, d});
-    auto h = torch::layer_norm(rows, {d}, norm1->weight, norm1->bias, norm1->options.eps());
-    k.proj->Forward(attn->mix(k.qkv->Forward(h), b, n).view({b * n, d}), &rows);
-    h = torch::layer_norm(rows, {d}, norm2->weight, norm2->bias, norm2->options.eps());
-    k.fc2->Forward(k.fc1->Forward(h), &rows);
-    return x;
-  }
-  struct FrozenKernels {
-    std::unique_ptr<FrozenLinear> qkv, proj, fc1, fc2;
-  };
-  // Built on first use (the weights are final by then: Model::Freeze's contract).
-  const FrozenKernels& frozen_kernels() {
-    std::call_once(frozen_once, [this] {
-      using A = FrozenLinear::Activation;
-      auto make = [](const nn::Linear& l, A act) {
-        return std::make_unique<FrozenLinear>(l->weight, l->bias, act);
-      };
-      frozen.qkv = make(attn->qkv, A::kNone);
-      frozen.proj = make(attn->proj, A::kNone);
-      frozen.fc1 = make(mlp->fc1, A::kGeluErf);
-      frozen.fc2 = make(mlp->fc2, A::kNone);
-    });
-    return frozen;
-  }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
-  std::once_flag frozen_once;
-  FrozenKernels frozen;
 };
 TORCH_MODULE(Block);
 
@@ -191,18 +155,11 @@ struct VitImpl : nn::Module {
     // Frozen forward on CPU (eval mode, no autograd) takes the fused kernel; training, and CUDA
     // (where bf16 autocast covers the plain path's GEMMs but not the fused op), the plain path.
     const bool fused = x.is_cpu() && !is_training() && !torch::GradMode::is_enabled();
-    // A frozen model (a teacher) on CPU in fp32 takes the packed-GEMM blocks where oneDNN is
-    // built in; x is then a fresh intermediate each block may update in place.
-    const bool packed = fused && frozen && FrozenLinear::UsesOneDnn() &&
-                        x.scalar_type() == torch::kFloat && pos_embed.is_cpu();
-    if (packed) x = x.contiguous();
     const size_t last = blocks->size() - 1;
     for (size_t i = 0; i < blocks->size(); ++i) {
       auto* b = (*blocks)[i]->as<BlockImpl>();
       if (i == last && config.last_block_class_token_only)
         x = b->forward_class_token(x);
-      else if (packed)
-        x = b->forward_frozen(x);
       else
         x = fused ? b->forward_fused(x) : b->forward(x);
     }
@@ -210,7 +167,6 @@ struct VitImpl : nn::Module {
     return head(x.select(1, 0));
   }
   VitConfig config;
-  bool frozen = false;  // Model::Freeze was called
   torch::Tensor cls_token, pos_embed;
   PatchEmbed patch_embed{nullptr};
   nn::ModuleList blocks{nullptr};
@@ -255,7 +211,6 @@ class VitModel final : public Model {
     return out;
   }
   void SetTraining(bool training) override { vit_->train(training); }
-  void Freeze() override { vit_->frozen = true; }
   void To(torch::Device device) override { vit_->to(device); }
   std::string Describe() const override { return "vit:" + vit_->config.name; }
 
