@@ -6,6 +6,14 @@
       OUTDIR/teacher.pt  traced ViT (the reference module of bench/trainer/kd_reference.py)
       OUTDIR/io.safetensors  "images" [4,1,8,8] and the expected "student_logits",
                              "teacher_logits" of both modules on them
+  make_trainer_fixtures.py batchnorm OUTDIR
+      OUTDIR/fresh.pt  scripted conv net with BatchNorm and dropout (8x8x1 -> 10), freshly
+                       initialised (running statistics at their defaults)
+      OUTDIR/state.safetensors  state_dict() of the same net after training steps (parameters
+                       and buffers: running_mean, running_var, num_batches_tracked)
+      OUTDIR/missing_buffer.safetensors, extra_tensor.safetensors  the state without
+                       "bn.running_var", and with an extra "bn.surplus"
+      OUTDIR/io.safetensors  "images" [4,1,8,8] and the trained net's eval-mode "logits"
   make_trainer_fixtures.py vit-forward WEIGHTS INPUT OUT IMAGE,CHANNELS,PATCH,DIM,DEPTH,HEADS,CLASSES
       Loads retort-exported safetensors WEIGHTS strictly (every name and shape must match) into
       the reference ViT, runs it on INPUT's "images" and writes OUT with "logits".
@@ -47,10 +55,11 @@ def read_safetensors(path):
 
 def write_safetensors(path, tensors):
     header, chunks, offset = {}, [], 0
+    names = {torch.float32: "F32", torch.int64: "I64"}
     for name, t in tensors.items():
-        assert t.dtype == torch.float32
+        assert t.dtype in names, (name, t.dtype)
         raw = t.detach().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
@@ -86,6 +95,46 @@ def torchscript(outdir):
                            "teacher_logits": teacher(images)})
 
 
+class BatchNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.5)
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.relu(self.bn(self.conv(x))).flatten(1)))
+
+
+def batchnorm(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    torch.manual_seed(0)
+    fresh = BatchNormNet()
+    trained = BatchNormNet()
+    trained.load_state_dict(fresh.state_dict())
+    opt = torch.optim.SGD(trained.parameters(), lr=0.1)
+    trained.train()
+    for _ in range(20):  # moves the weights and the running statistics away from their defaults
+        x = torch.randn(16, 1, 8, 8) * 3 + 1
+        loss = trained(x).logsumexp(1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.jit.script(fresh).save(os.path.join(outdir, "fresh.pt"))
+    state = {k: v.detach().clone() for k, v in trained.state_dict().items()}
+    write_safetensors(os.path.join(outdir, "state.safetensors"), state)
+    write_safetensors(os.path.join(outdir, "missing_buffer.safetensors"),
+                      {k: v for k, v in state.items() if k != "bn.running_var"})
+    write_safetensors(os.path.join(outdir, "extra_tensor.safetensors"),
+                      dict(state, **{"bn.surplus": torch.zeros(4)}))
+    images = torch.randn(4, 1, 8, 8) * 3 + 1
+    trained.eval()
+    with torch.no_grad():
+        write_safetensors(os.path.join(outdir, "io.safetensors"),
+                          {"images": images, "logits": trained(images)})
+
+
 def vit_forward(weights, inputs, out, config):
     model = kd_reference.VisionTransformer(*[int(v) for v in config.split(",")])
     model.load_state_dict(read_safetensors(weights), strict=True)
@@ -98,6 +147,8 @@ def vit_forward(weights, inputs, out, config):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "torchscript":
         torchscript(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "batchnorm":
+        batchnorm(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "vit-forward":
         vit_forward(*sys.argv[2:])
     else:

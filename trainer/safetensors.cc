@@ -242,20 +242,52 @@ Status ExportModelSafetensors(Model& model, const std::string& path) {
   return WriteSafetensors(path, tensors, {{"format", "pt"}, {"source", model.Describe()}});
 }
 
-Status LoadModelSafetensors(Model& model, const std::string& path) {
+namespace {
+
+// "'a', 'b', 'c' and 4 more"
+std::string NameList(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kShown) out += " and " + std::to_string(names.size() - kShown) + " more";
+  return out;
+}
+
+}  // namespace
+
+Status LoadModelSafetensors(Model& model, const std::string& path,
+                            const LoadWeightsOptions& options) {
   RETORT_ASSIGN_OR_RETURN(NamedTensors tensors, ReadSafetensors(path));
   std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+  auto state = model.NamedParameters();
+  for (auto& buffer : model.NamedBuffers()) state.push_back(std::move(buffer));
+  std::vector<std::string> missing;
   torch::NoGradGuard no_grad;
-  for (auto& [name, p] : model.NamedParameters()) {
+  for (auto& [name, target] : state) {
     auto it = by_name.find(name);
-    if (it == by_name.end())
-      return NotFoundError("safetensors " + path + " has no tensor '" + name + "' for " +
-                           model.Describe());
-    if (!it->second.sizes().equals(p.sizes()))
+    if (it == by_name.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    if (!it->second.sizes().equals(target.sizes()))
       return InvalidArgumentError("safetensors " + path + ": '" + name + "' has shape " +
                                   c10::str(it->second.sizes()) + ", " + model.Describe() +
-                                  " expects " + c10::str(p.sizes()));
-    p.copy_(it->second);
+                                  " expects " + c10::str(target.sizes()));
+    target.copy_(it->second);
+    by_name.erase(it);
+  }
+  if (options.allow_partial) return Status::Ok();
+  if (!missing.empty())
+    return NotFoundError("safetensors " + path + " has no tensor " + NameList(missing) + " for " +
+                         model.Describe() + " (" + std::to_string(missing.size()) + " of " +
+                         std::to_string(state.size()) +
+                         " missing; allow_partial_weights loads it anyway)");
+  if (!by_name.empty()) {
+    std::vector<std::string> extra;
+    for (const auto& [name, t] : by_name) extra.push_back(name);
+    return InvalidArgumentError("safetensors " + path + " holds " + NameList(extra) + ", which " +
+                                model.Describe() +
+                                " does not have (allow_partial_weights ignores them)");
   }
   return Status::Ok();
 }

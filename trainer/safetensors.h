@@ -30,8 +30,17 @@ StatusOr<NamedTensors> ReadSafetensors(const std::string& path);
 
 // The student's parameters (and buffers) under their PyTorch names, float32.
 Status ExportModelSafetensors(Model& model, const std::string& path);
-// Loads weights by name into `model` (e.g. a pretrained teacher); every parameter must be
-// present with the same shape.
-Status LoadModelSafetensors(Model& model, const std::string& path);
+struct LoadWeightsOptions {
+  // Tolerate tensors the model has but the file lacks (they keep their values) and tensors the
+  // file holds but the model lacks (ignored): for deliberate fine-tuning setups. Off: both are
+  // errors naming the tensors.
+  bool allow_partial = false;
+};
+// Loads a model's state by name into `model` (e.g. a pretrained teacher): its parameters and
+// its buffers (BatchNorm running statistics and the like), under the names PyTorch's
+// state_dict() uses, converting dtypes; shapes must match. Without allow_partial the file's
+// names must be exactly the model's: a missing or an extra tensor is an error naming each.
+Status LoadModelSafetensors(Model& model, const std::string& path,
+                            const LoadWeightsOptions& options = {});
 
 }  // namespace retort::trainer

@@ -20,8 +20,10 @@ std::string ModelSpecString(const v1::ModelSpec& m) {
 StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& spec, uint64_t seed) {
   RETORT_ASSIGN_OR_RETURN(auto model, trainer::MakeModel(ModelSpecString(spec), seed));
   if (!spec.weights_path().empty())
-    RETORT_RETURN_IF_ERROR(trainer::LoadModelSafetensors(*model, spec.weights_path())
-                               .WithContext("loading weights " + spec.weights_path()));
+    RETORT_RETURN_IF_ERROR(
+        trainer::LoadModelSafetensors(*model, spec.weights_path(),
+                                      {.allow_partial = spec.allow_partial_weights()})
+            .WithContext("loading weights " + spec.weights_path()));
   return model;
 }
 
