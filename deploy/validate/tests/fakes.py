@@ -104,6 +104,13 @@ def replace_once(test, text, old, new):
     return text.replace(old, new, 1)
 
 
+def assert_fails_naming(test, status, output, patterns):
+    """The check exited 1 and its output matches every regular expression in `patterns`."""
+    test.assertEqual(status, 1, output)
+    for pattern in patterns:
+        test.assertRegex(output, pattern)
+
+
 def run_script(script, *args, env=None, cwd=None):
     """(exit status, stdout + stderr) of a checker script of deploy/validate, run with this
     interpreter."""
