@@ -8,96 +8,10 @@
 #include <sstream>
 
 #include "common/file_util.h"
+#include "coordinator/job_spec_yaml.h"
 
 namespace retort::coordinator {
 namespace {
-
-std::string JsonEscape(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-bool LooksNumeric(const std::string& s) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  std::strtod(s.c_str(), &end);
-  return *end == '\0' && s != "." && s.find_first_of("xXnN") == std::string::npos;
-}
-
-// YAML -> JSON text. Plain scalars become numbers/bools/null where they look like one; quoted
-// scalars stay strings.
-Status YamlToJson(const YAML::Node& node, std::ostringstream& out, const std::string& path) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      out << "null";
-      return Status::Ok();
-    case YAML::NodeType::Scalar: {
-      const std::string& v = node.Scalar();
-      bool plain = node.Tag() == "?";
-      if (plain && (v == "true" || v == "false"))
-        out << v;
-      else if (plain && (v == "null" || v == "~"))
-        out << "null";
-      else if (plain && LooksNumeric(v))
-        out << v;
-      else
-        out << JsonEscape(v);
-      return Status::Ok();
-    }
-    case YAML::NodeType::Sequence: {
-      out << "[";
-      for (size_t i = 0; i < node.size(); ++i) {
-        if (i) out << ",";
-        RETORT_RETURN_IF_ERROR(YamlToJson(node[i], out, path + "[" + std::to_string(i) + "]"));
-      }
-      out << "]";
-      return Status::Ok();
-    }
-    case YAML::NodeType::Map: {
-      out << "{";
-      bool first = true;
-      for (const auto& kv : node) {
-        if (!first) out << ",";
-        first = false;
-        std::string key = kv.first.as<std::string>();
-        out << JsonEscape(key) << ":";
-        RETORT_RETURN_IF_ERROR(YamlToJson(kv.second, out, path.empty() ? key : path + "." + key));
-      }
-      out << "}";
-      return Status::Ok();
-    }
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return InvalidArgumentError(path + ": undefined YAML node");
-}
 
 const std::set<std::string>& KnownPresets() {
   static const std::set<std::string> presets = {"fm-teacher",    "fm-student", "fm-teacher-p7",
@@ -122,39 +36,82 @@ Status Range(bool ok, const std::string& field, const std::string& rule) {
   return ok ? Status::Ok() : InvalidArgumentError(field + ": " + rule);
 }
 
+std::string Str(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// `field` within [lo, hi]; the message states the range and the value.
+Status IntIn(int64_t v, int64_t lo, int64_t hi, const std::string& field) {
+  return Range(v >= lo && v <= hi, field,
+               "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                   std::to_string(v));
+}
+
+// Finite `v` with lo <= v (lo < v when lo_open) and v <= hi (v < hi when hi_open).
+Status DoubleIn(double v, double lo, bool lo_open, double hi, bool hi_open,
+                const std::string& field) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  return Range(ok, field,
+               std::string("must be in ") + (lo_open ? "(" : "[") + Str(lo) + ", " + Str(hi) +
+                   (hi_open ? ")" : "]") + ", got " + Str(v));
+}
+
+// Bounds beyond which a value is a typo rather than a plan (steps x global_batch stays far
+// below 2^63).
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr int64_t kMaxEpochs = 1'000'000;
+constexpr int64_t kMaxSyntheticSamples = int64_t{1} << 40;
+constexpr double kHuge = 1e6;
+
 }  // namespace
 
-void ApplyJobSpecDefaults(v1::JobSpec* s) {
-  if (s->name().empty()) s->set_name("retort-job");
+void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) {
+  // A field gets its default only when the text left it out (or, for a spec built in code,
+  // when it is 0/empty): an explicitly written value is kept and validated.
+  auto absent = [written](const char* path) {
+    return written == nullptr || written->count(path) == 0;
+  };
+  if (s->name().empty() && absent("name")) s->set_name("retort-job");
   auto* d = s->mutable_dataset();
-  if (d->kind().empty()) d->set_kind("fashion-mnist");
-  if (d->kind() == "fashion-mnist" && d->path().empty())
+  if (d->kind().empty() && absent("dataset.kind")) d->set_kind("fashion-mnist");
+  if (d->kind() == "fashion-mnist" && d->path().empty() && absent("dataset.path"))
     d->set_path("/usr/share/datasets/fashion-mnist");
-  if (d->prefetch_batches() == 0) d->set_prefetch_batches(4);
-  if (d->num_classes() == 0) d->set_num_classes(d->kind() == "fashion-mnist" ? 10 : 1000);
-  if (d->image_size() == 0) d->set_image_size(d->kind() == "fashion-mnist" ? 28 : 224);
-  if (s->global_batch() == 0) s->set_global_batch(128);
-  if (s->steps() == 0 && s->epochs() == 0) s->set_epochs(1);
+  if (d->prefetch_batches() == 0 && absent("dataset.prefetch_batches")) d->set_prefetch_batches(4);
+  if (d->num_classes() == 0 && absent("dataset.num_classes"))
+    d->set_num_classes(d->kind() == "fashion-mnist" ? 10 : 1000);
+  if (d->image_size() == 0 && absent("dataset.image_size"))
+    d->set_image_size(d->kind() == "fashion-mnist" ? 28 : 224);
+  if (d->kind() == "synthetic" && d->synthetic_samples() == 0 &&
+      absent("dataset.synthetic_samples"))
+    d->set_synthetic_samples(4096);
+  if (s->global_batch() == 0 && absent("global_batch")) s->set_global_batch(128);
+  if (s->steps() == 0 && s->epochs() == 0 && absent("steps") && absent("epochs")) s->set_epochs(1);
   auto* o = s->mutable_optimizer();
-  if (o->lr() == 0) o->set_lr(1e-3);
-  if (o->beta1() == 0) o->set_beta1(0.9);
-  if (o->beta2() == 0) o->set_beta2(0.999);
-  if (o->eps() == 0) o->set_eps(1e-8);
+  if (o->lr() == 0 && absent("optimizer.lr")) o->set_lr(1e-3);
+  if (o->beta1() == 0 && absent("optimizer.beta1")) o->set_beta1(0.9);
+  if (o->beta2() == 0 && absent("optimizer.beta2")) o->set_beta2(0.999);
+  if (o->eps() == 0 && absent("optimizer.eps")) o->set_eps(1e-8);
   auto* kd = s->mutable_distillation();
-  if (kd->temperature() == 0) kd->set_temperature(4.0);
+  if (kd->temperature() == 0 && absent("distillation.temperature")) kd->set_temperature(4.0);
   const bool has_teacher =
       !s->teacher().preset().empty() || !s->teacher().torchscript_path().empty();
   if (!kd->has_alpha()) kd->set_alpha(has_teacher ? 0.5 : 0.0);
   auto* e = s->mutable_elastic();
-  if (e->min_workers() == 0) e->set_min_workers(1);
-  if (e->max_workers() == 0) e->set_max_workers(std::max(e->min_workers(), 1024));
+  if (e->min_workers() == 0 && absent("elastic.min_workers")) e->set_min_workers(1);
+  if (e->max_workers() == 0 && absent("elastic.max_workers"))
+    e->set_max_workers(std::max(e->min_workers(), 1024));
   auto* c = s->mutable_checkpoint();
-  if (c->keep() == 0) c->set_keep(3);
-  if (s->precision().empty()) s->set_precision("float32");
-  if (s->seed() == 0) s->set_seed(1234);
+  if (c->keep() == 0 && absent("checkpoint.keep")) c->set_keep(3);
+  if (s->precision().empty() && absent("precision")) s->set_precision("float32");
+  if (s->seed() == 0 && absent("seed")) s->set_seed(1234);
 }
 
+void ApplyJobSpecDefaults(v1::JobSpec* spec) { ApplyJobSpecDefaults(spec, nullptr); }
+
 Status ValidateJobSpec(const v1::JobSpec& s) {
+  RETORT_RETURN_IF_ERROR(Range(!s.name().empty(), "name", "must not be empty"));
   const bool has_teacher = !s.teacher().preset().empty() || !s.teacher().torchscript_path().empty();
   if (has_teacher || !s.teacher().weights_path().empty())
     RETORT_RETURN_IF_ERROR(ValidateModel(s.teacher(), "teacher"));
@@ -162,61 +119,53 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
     return InvalidArgumentError(
         "distillation.alpha: must be 0 without a teacher (supervised training)");
   RETORT_RETURN_IF_ERROR(ValidateModel(s.student(), "student"));
+  const auto& d = s.dataset();
   static const std::set<std::string> kinds = {"fashion-mnist", "image-folder", "synthetic"};
   RETORT_RETURN_IF_ERROR(
-      Range(kinds.count(s.dataset().kind()) > 0, "dataset.kind",
-            "'" + s.dataset().kind() + "' is not one of fashion-mnist, image-folder, synthetic"));
-  if (s.dataset().kind() == "image-folder" && s.dataset().path().empty())
-    return InvalidArgumentError("dataset.path: required for image-folder");
-  RETORT_RETURN_IF_ERROR(
-      Range(s.dataset().loader_threads() >= 0 && s.dataset().loader_threads() <= 256,
-            "dataset.loader_threads", "must be in [0, 256]"));
-  RETORT_RETURN_IF_ERROR(
-      Range(s.dataset().prefetch_batches() >= 1 && s.dataset().prefetch_batches() <= 1024,
-            "dataset.prefetch_batches", "must be in [1, 1024]"));
-  RETORT_RETURN_IF_ERROR(Range(s.dataset().image_size() >= 8 && s.dataset().image_size() <= 4096,
-                               "dataset.image_size", "must be in [8, 4096]"));
-  RETORT_RETURN_IF_ERROR(
-      Range(s.dataset().num_classes() >= 2, "dataset.num_classes", "must be >= 2"));
-  RETORT_RETURN_IF_ERROR(
-      Range(s.global_batch() >= 1 && s.global_batch() <= (1 << 24), "global_batch",
-            "must be in [1, 16777216], got " + std::to_string(s.global_batch())));
-  RETORT_RETURN_IF_ERROR(
-      Range(s.steps() >= 0 && s.epochs() >= 0, "steps/epochs", "must not be negative"));
-  RETORT_RETURN_IF_ERROR(Range((s.steps() > 0) != (s.epochs() > 0), "steps/epochs",
-                               "set exactly one of steps or epochs"));
+      Range(kinds.count(d.kind()) > 0, "dataset.kind",
+            "'" + d.kind() + "' is not one of fashion-mnist, image-folder, synthetic"));
+  if (d.kind() != "synthetic" && d.path().empty())
+    return InvalidArgumentError("dataset.path: required for " + d.kind());
+  RETORT_RETURN_IF_ERROR(IntIn(d.loader_threads(), 0, 256, "dataset.loader_threads"));
+  RETORT_RETURN_IF_ERROR(IntIn(d.prefetch_batches(), 1, 1024, "dataset.prefetch_batches"));
+  RETORT_RETURN_IF_ERROR(IntIn(d.image_size(), 8, 4096, "dataset.image_size"));
+  RETORT_RETURN_IF_ERROR(IntIn(d.num_classes(), 2, 1 << 20, "dataset.num_classes"));
+  RETORT_RETURN_IF_ERROR(IntIn(d.synthetic_samples(), d.kind() == "synthetic" ? 1 : 0,
+                               kMaxSyntheticSamples, "dataset.synthetic_samples"));
+  RETORT_RETURN_IF_ERROR(IntIn(s.global_batch(), 1, 1 << 24, "global_batch"));
+  if (s.steps() != 0 && s.epochs() != 0)
+    return InvalidArgumentError("steps/epochs: set exactly one of steps or epochs, got steps " +
+                                std::to_string(s.steps()) + " and epochs " +
+                                std::to_string(s.epochs()));
+  if (s.steps() == 0 && s.epochs() == 0)
+    return InvalidArgumentError("steps/epochs: set exactly one of steps or epochs (>= 1)");
+  if (s.steps() != 0) RETORT_RETURN_IF_ERROR(IntIn(s.steps(), 1, kMaxSteps, "steps"));
+  if (s.epochs() != 0) RETORT_RETURN_IF_ERROR(IntIn(s.epochs(), 1, kMaxEpochs, "epochs"));
   const auto& o = s.optimizer();
-  RETORT_RETURN_IF_ERROR(Range(o.lr() > 0 && o.lr() < 10 && std::isfinite(o.lr()), "optimizer.lr",
-                               "must be in (0, 10)"));
-  RETORT_RETURN_IF_ERROR(Range(o.weight_decay() >= 0, "optimizer.weight_decay", "must be >= 0"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(o.lr(), 0, true, 10, true, "optimizer.lr"));
   RETORT_RETURN_IF_ERROR(
-      Range(o.beta1() >= 0 && o.beta1() < 1, "optimizer.beta1", "must be in [0, 1)"));
+      DoubleIn(o.weight_decay(), 0, false, kHuge, false, "optimizer.weight_decay"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(o.beta1(), 0, false, 1, true, "optimizer.beta1"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(o.beta2(), 0, false, 1, true, "optimizer.beta2"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(o.eps(), 0, true, 1, false, "optimizer.eps"));
+  RETORT_RETURN_IF_ERROR(IntIn(o.warmup_steps(), 0, kMaxSteps, "optimizer.warmup_steps"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(o.min_lr(), 0, false, o.lr(), false, "optimizer.min_lr"));
   RETORT_RETURN_IF_ERROR(
-      Range(o.beta2() >= 0 && o.beta2() < 1, "optimizer.beta2", "must be in [0, 1)"));
-  RETORT_RETURN_IF_ERROR(Range(o.eps() > 0, "optimizer.eps", "must be > 0"));
-  RETORT_RETURN_IF_ERROR(Range(o.warmup_steps() >= 0, "optimizer.warmup_steps", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(
-      Range(o.min_lr() >= 0 && o.min_lr() <= o.lr(), "optimizer.min_lr", "must be in [0, lr]"));
-  RETORT_RETURN_IF_ERROR(
-      Range(o.clip_grad_norm() >= 0, "optimizer.clip_grad_norm", "must be >= 0"));
+      DoubleIn(o.clip_grad_norm(), 0, false, kHuge, false, "optimizer.clip_grad_norm"));
   const auto& kd = s.distillation();
-  RETORT_RETURN_IF_ERROR(Range(kd.temperature() > 0 && kd.temperature() <= 100,
-                               "distillation.temperature", "must be in (0, 100]"));
   RETORT_RETURN_IF_ERROR(
-      Range(kd.alpha() >= 0 && kd.alpha() <= 1, "distillation.alpha", "must be in [0, 1]"));
-  RETORT_RETURN_IF_ERROR(Range(kd.cache_top_k() >= 0, "distillation.cache_top_k", "must be >= 0"));
-  RETORT_RETURN_IF_ERROR(Range(s.threads_per_worker() >= 0 && s.threads_per_worker() <= 1024,
-                               "threads_per_worker", "must be in [0, 1024]"));
+      DoubleIn(kd.temperature(), 0, true, 100, false, "distillation.temperature"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(kd.alpha(), 0, false, 1, false, "distillation.alpha"));
+  RETORT_RETURN_IF_ERROR(IntIn(kd.cache_top_k(), 0, d.num_classes(), "distillation.cache_top_k"));
+  RETORT_RETURN_IF_ERROR(IntIn(s.threads_per_worker(), 0, 1024, "threads_per_worker"));
   const auto& c = s.checkpoint();
-  RETORT_RETURN_IF_ERROR(Range(c.every_steps() >= 0, "checkpoint.every_steps", "must be >= 0"));
+  RETORT_RETURN_IF_ERROR(IntIn(c.every_steps(), 0, kMaxSteps, "checkpoint.every_steps"));
+  RETORT_RETURN_IF_ERROR(IntIn(c.keep(), 1, 1000, "checkpoint.keep"));
   RETORT_RETURN_IF_ERROR(
-      Range(c.keep() >= 1 && c.keep() <= 1000, "checkpoint.keep", "must be in [1, 1000]"));
-  RETORT_RETURN_IF_ERROR(
-      Range(c.replicate_every_steps() >= 0, "checkpoint.replicate_every_steps", "must be >= 0"));
+      IntIn(c.replicate_every_steps(), 0, kMaxSteps, "checkpoint.replicate_every_steps"));
   const auto& e = s.elastic();
-  RETORT_RETURN_IF_ERROR(Range(e.min_workers() >= 1, "elastic.min_workers", "must be >= 1"));
-  RETORT_RETURN_IF_ERROR(Range(e.max_workers() >= e.min_workers() && e.max_workers() <= 100000,
-                               "elastic.max_workers", "must be in [min_workers, 100000]"));
+  RETORT_RETURN_IF_ERROR(IntIn(e.min_workers(), 1, 100000, "elastic.min_workers"));
+  RETORT_RETURN_IF_ERROR(IntIn(e.max_workers(), e.min_workers(), 100000, "elastic.max_workers"));
   RETORT_RETURN_IF_ERROR(Range(s.precision() == "float32" || s.precision() == "bfloat16",
                                "precision", "'" + s.precision() + "' is not float32 or bfloat16"));
   return Status::Ok();
@@ -231,14 +180,20 @@ StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& s
   }
   if (!root.IsMap())
     return InvalidArgumentError(source + ": a job spec must be a mapping of fields");
-  std::ostringstream json;
-  RETORT_RETURN_IF_ERROR(YamlToJson(root, json, "").WithContext(source));
   v1::JobSpec spec;
-  google::protobuf::util::JsonParseOptions opts;
-  opts.ignore_unknown_fields = false;
-  auto st = google::protobuf::util::JsonStringToMessage(json.str(), &spec, opts);
-  if (!st.ok()) return InvalidArgumentError(source + ": " + std::string(st.message()));
-  ApplyJobSpecDefaults(&spec);
+  std::set<std::string> written;
+  RETORT_RETURN_IF_ERROR(YamlToMessage(root, &spec, "", &written).WithContext(source));
+  // Written zeros where 0 would otherwise mean "the default": refused here with the field's own
+  // name (ValidateJobSpec would only see that neither steps nor epochs is set).
+  if (written.count("steps") && spec.steps() == 0)
+    return InvalidArgumentError(source +
+                                ": steps: must be >= 1, got 0 (leave steps out to train by "
+                                "epochs)");
+  if (written.count("epochs") && spec.epochs() == 0)
+    return InvalidArgumentError(source +
+                                ": epochs: must be >= 1, got 0 (leave epochs out to train by "
+                                "steps)");
+  ApplyJobSpecDefaults(&spec, &written);
   RETORT_RETURN_IF_ERROR(ValidateJobSpec(spec).WithContext(source));
   return spec;
 }

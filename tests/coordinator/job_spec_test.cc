@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace retort::coordinator {
 namespace {
 
@@ -43,6 +46,10 @@ TEST(JobSpecTest, ParsesJson) {
   EXPECT_EQ(spec->global_batch(), 64);
 }
 
+std::string ModelsOnly() {
+  return "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n";
+}
+
 void ExpectError(const std::string& text, const std::string& fragment) {
   auto spec = ParseJobSpec(text, "bad.yaml");
   ASSERT_FALSE(spec.ok()) << "accepted: " << text;
@@ -70,6 +77,198 @@ TEST(JobSpecTest, MalformedSpecsGetPreciseErrors) {
       "exactly one of preset or torchscript_path");
   ExpectError(models + "dataset: {kind: imagenet}\n", "dataset.kind");
   ExpectError(models + "precision: fp8\n", "precision");
+}
+
+// Every field's bad values: wrong type, negative, zero where 0 is not a documented value,
+// out of range, duplicate and unknown keys, keys without a value. Each row is appended to a
+// valid spec (teacher + student) unless it sets `whole`, and must be refused naming the field.
+struct BadSpec {
+  std::string text;
+  std::string fragment;
+  bool whole = false;  // text is the whole spec
+};
+
+TEST(JobSpecTest, TableOfBadValuesIsRefusedNamingTheField) {
+  const std::string models = "teacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n";
+  const std::vector<BadSpec> rows = {
+      // name
+      {"name: \"\"\n", "name: empty string"},
+      {"name: ~\n", "name: no value"},
+      {"name:\n", "name: no value"},
+      {"name: [a, b]\n", "name: expected a single value, got a list"},
+      // global_batch (0 used to become 128)
+      {"global_batch: 0\n", "global_batch: must be in [1, 16777216], got 0"},
+      {"global_batch: -5\n", "global_batch: must be in [1, 16777216], got -5"},
+      {"global_batch: 16777217\n", "global_batch: must be in [1, 16777216], got 16777217"},
+      {"global_batch: many\n", "global_batch: expected an integer, got 'many'"},
+      {"global_batch: 1.5\n", "global_batch: expected an integer, got 1.5"},
+      {"global_batch: true\n", "global_batch: expected an integer, got 'true'"},
+      {"global_batch: 1e30\n", "global_batch: 1e30 is out of range (int64"},
+      {"global_batch: {a: 1}\n", "global_batch: expected a single value, got a mapping"},
+      // steps / epochs (steps: 0 used to become epochs: 1; 1e18 was accepted)
+      {"steps: 0\n", "steps: must be >= 1, got 0"},
+      {"steps: -3\n", "steps: must be in [1, 1000000000], got -3"},
+      {"steps: 1e18\n", "steps: must be in [1, 1000000000], got 1000000000000000000"},
+      {"steps: 1000000001\n", "steps: must be in [1, 1000000000], got 1000000001"},
+      {"steps: 99999999999999999999\n", "steps: 99999999999999999999 is out of range (int64"},
+      {"steps: 0x10\n", "steps: expected an integer, got '0x10'"},
+      {"steps: .inf\n", "steps: expected an integer, got '.inf'"},
+      {"epochs: 0\n", "epochs: must be >= 1, got 0"},
+      {"epochs: -1\n", "epochs: must be in [1, 1000000], got -1"},
+      {"epochs: 1000001\n", "epochs: must be in [1, 1000000], got 1000001"},
+      {"steps: 10\nepochs: 2\n", "set exactly one of steps or epochs, got steps 10 and epochs 2"},
+      {"steps: 10\nepochs: 0\n", "epochs: must be >= 1, got 0"},
+      // duplicate keys (the last one used to win)
+      {"steps: 10\nsteps: 20\n", "steps: written twice (lines 3 and 4)"},
+      {"global_batch: 64\nglobalBatch: 32\n", "global_batch: written twice"},
+      {"optimizer: {lr: 0.1, lr: 0.2}\n", "optimizer.lr: written twice"},
+      {"dataset: {kind: synthetic}\ndataset: {augment: true}\n", "dataset: written twice"},
+      // unknown keys
+      {"stpes: 10\n", "stpes: unknown field (line 3) (retort.v1.JobSpec has name, teacher"},
+      {"dataset: {knd: synthetic}\n", "dataset.knd: unknown field"},
+      {"optimizer: {learning_rate: 0.1}\n", "optimizer.learning_rate: unknown field"},
+      // teacher / student
+      {"teacher: ~\nstudent: {preset: fm-student}\n", "teacher: no value", true},
+      {"teacher: fm-teacher\nstudent: {preset: fm-student}\n", "teacher: expected a mapping", true},
+      {"teacher: {preset: vit-huge}\nstudent: {preset: fm-student}\n",
+       "teacher.preset: unknown preset 'vit-huge'", true},
+      {"teacher: {preset: fm-teacher, torchscript_path: /x.pt}\nstudent: {preset: fm-student}\n",
+       "teacher: set exactly one of preset or torchscript_path", true},
+      {"teacher: {preset: \"\"}\nstudent: {preset: fm-student}\n", "teacher.preset: empty string",
+       true},
+      {"teacher: {preset: fm-teacher, weights_path: \"\"}\nstudent: {preset: fm-student}\n",
+       "teacher.weights_path: empty string", true},
+      {"teacher: {preset: fm-teacher}\n", "student: set exactly one of preset", true},
+      {"teacher: {preset: fm-teacher}\nstudent: {preset: fm-student, allow_partial_weights: "
+       "maybe}\n",
+       "student.allow_partial_weights: expected true or false, got 'maybe'", true},
+      // dataset
+      {"dataset: [fashion-mnist]\n", "dataset: expected a mapping of retort.v1.DatasetSpec"},
+      {"dataset: {kind: imagenet}\n", "dataset.kind: 'imagenet' is not one of"},
+      {"dataset: {kind: \"\"}\n", "dataset.kind: empty string"},
+      {"dataset: {kind: image-folder}\n", "dataset.path: required for image-folder"},
+      {"dataset: {path: \"\"}\n", "dataset.path: empty string"},
+      {"dataset: {augment: 1}\n", "dataset.augment: expected true or false, got '1'"},
+      {"dataset: {skip_corrupt: \"true\"}\n", "dataset.skip_corrupt: expected true or false"},
+      {"dataset: {loader_threads: -1}\n", "dataset.loader_threads: must be in [0, 256], got -1"},
+      {"dataset: {loader_threads: 257}\n", "dataset.loader_threads: must be in [0, 256], got 257"},
+      {"dataset: {prefetch_batches: 0}\n", "dataset.prefetch_batches: must be in [1, 1024], got 0"},
+      {"dataset: {prefetch_batches: 1025}\n", "dataset.prefetch_batches: must be in [1, 1024]"},
+      {"dataset: {image_size: 0}\n", "dataset.image_size: must be in [8, 4096], got 0"},
+      {"dataset: {image_size: 4097}\n", "dataset.image_size: must be in [8, 4096], got 4097"},
+      {"dataset: {image_size: 3000000000}\n",
+       "dataset.image_size: 3000000000 is out of range (int32"},
+      {"dataset: {image_size: big}\n", "dataset.image_size: expected an integer"},
+      {"dataset: {num_classes: 0}\n", "dataset.num_classes: must be in [2, 1048576], got 0"},
+      {"dataset: {num_classes: 1}\n", "dataset.num_classes: must be in [2, 1048576], got 1"},
+      {"dataset: {kind: synthetic, synthetic_samples: 0}\n",
+       "dataset.synthetic_samples: must be in [1, 1099511627776], got 0"},
+      {"dataset: {synthetic_samples: -1}\n", "dataset.synthetic_samples: must be in [0,"},
+      // optimizer
+      {"optimizer: {lr: 0}\n", "optimizer.lr: must be in (0, 10), got 0"},
+      {"optimizer: {lr: -1}\n", "optimizer.lr: must be in (0, 10), got -1"},
+      {"optimizer: {lr: 10}\n", "optimizer.lr: must be in (0, 10), got 10"},
+      {"optimizer: {lr: nan}\n", "optimizer.lr: expected a number, got 'nan'"},
+      {"optimizer: {lr: .nan}\n", "optimizer.lr: expected a number, got '.nan'"},
+      {"optimizer: {lr: 1e999}\n", "optimizer.lr: 1e999 is not a finite number"},
+      {"optimizer: {lr: fast}\n", "optimizer.lr: expected a number, got 'fast'"},
+      {"optimizer: {weight_decay: -0.1}\n", "optimizer.weight_decay: must be in [0, 1e+06]"},
+      {"optimizer: {beta1: 1}\n", "optimizer.beta1: must be in [0, 1), got 1"},
+      {"optimizer: {beta1: -0.1}\n", "optimizer.beta1: must be in [0, 1), got -0.1"},
+      {"optimizer: {beta2: 1.5}\n", "optimizer.beta2: must be in [0, 1), got 1.5"},
+      {"optimizer: {eps: 0}\n", "optimizer.eps: must be in (0, 1], got 0"},
+      {"optimizer: {eps: -1e-8}\n", "optimizer.eps: must be in (0, 1]"},
+      {"optimizer: {warmup_steps: -1}\n", "optimizer.warmup_steps: must be in [0, 1000000000]"},
+      {"optimizer: {warmup_steps: 1e12}\n", "optimizer.warmup_steps: must be in [0, 1000000000]"},
+      {"optimizer: {lr: 0.01, min_lr: 0.1}\n", "optimizer.min_lr: must be in [0, 0.01], got 0.1"},
+      {"optimizer: {min_lr: -1}\n", "optimizer.min_lr: must be in [0,"},
+      {"optimizer: {clip_grad_norm: -1}\n", "optimizer.clip_grad_norm: must be in [0,"},
+      // distillation
+      {"distillation: {temperature: 0}\n", "distillation.temperature: must be in (0, 100], got 0"},
+      {"distillation: {temperature: 101}\n", "distillation.temperature: must be in (0, 100]"},
+      {"distillation: {alpha: 1.5}\n", "distillation.alpha: must be in [0, 1], got 1.5"},
+      {"distillation: {alpha: -0.1}\n", "distillation.alpha: must be in [0, 1], got -0.1"},
+      {"distillation: {alpha: ~}\n", "distillation.alpha: no value"},
+      {"distillation: {cache_top_k: -1}\n", "distillation.cache_top_k: must be in [0, 10], got -1"},
+      {"distillation: {cache_top_k: 11}\n", "distillation.cache_top_k: must be in [0, 10], got 11"},
+      // threads_per_worker
+      {"threads_per_worker: -1\n", "threads_per_worker: must be in [0, 1024], got -1"},
+      {"threads_per_worker: 1025\n", "threads_per_worker: must be in [0, 1024], got 1025"},
+      // checkpoint
+      {"checkpoint: {every_steps: -1}\n", "checkpoint.every_steps: must be in [0, 1000000000]"},
+      {"checkpoint: {every_steps: 1e10}\n", "checkpoint.every_steps: must be in [0, 1000000000]"},
+      {"checkpoint: {keep: 0}\n", "checkpoint.keep: must be in [1, 1000], got 0"},
+      {"checkpoint: {keep: 1001}\n", "checkpoint.keep: must be in [1, 1000], got 1001"},
+      {"checkpoint: {dir: \"\"}\n", "checkpoint.dir: empty string"},
+      {"checkpoint: {replicate_every_steps: -1}\n",
+       "checkpoint.replicate_every_steps: must be in [0, 1000000000]"},
+      // elastic
+      {"elastic: {min_workers: 0}\n", "elastic.min_workers: must be in [1, 100000], got 0"},
+      {"elastic: {min_workers: -2}\n", "elastic.min_workers: must be in [1, 100000], got -2"},
+      {"elastic: {max_workers: 0}\n", "elastic.max_workers: must be in [1, 100000], got 0"},
+      {"elastic: {min_workers: 4, max_workers: 2}\n",
+       "elastic.max_workers: must be in [4, 100000], got 2"},
+      {"elastic: {max_workers: 100001}\n", "elastic.max_workers: must be in [1, 100000]"},
+      // seed, precision, output_dir, evaluate
+      {"seed: -1\n", "seed: -1 is out of range (uint64"},
+      {"seed: 1.5\n", "seed: expected an integer, got 1.5"},
+      {"seed: 18446744073709551616\n", "seed: 18446744073709551616 is out of range (uint64"},
+      {"precision: fp8\n", "precision: 'fp8' is not float32 or bfloat16"},
+      {"precision: \"\"\n", "precision: empty string"},
+      {"output_dir: \"\"\n", "output_dir: empty string"},
+      {"evaluate: yes\n", "evaluate: expected true or false, got 'yes'"},
+  };
+  for (const BadSpec& row : rows) {
+    const std::string text = row.whole ? row.text : models + row.text;
+    SCOPED_TRACE(text);
+    ExpectError(text, row.fragment);
+  }
+}
+
+// An explicitly written value is kept (0 included where it is a value of its own), never
+// replaced by the default that an absent field gets.
+TEST(JobSpecTest, ExplicitValuesAreKept) {
+  auto spec = ParseJobSpec(R"(
+teacher: {preset: fm-teacher}
+student: {preset: fm-student}
+steps: 1e3
+global_batch: "64"
+seed: 0
+dataset: {loader_threads: 0}
+optimizer: {beta1: 0, beta2: 0, weight_decay: 0, warmup_steps: 0, clip_grad_norm: 0}
+distillation: {cache_top_k: 0}
+checkpoint: {every_steps: 0, replicate_every_steps: 0}
+)",
+                           "explicit.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->steps(), 1000);
+  EXPECT_EQ(spec->epochs(), 0);
+  EXPECT_EQ(spec->global_batch(), 64);
+  EXPECT_EQ(spec->seed(), 0u);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta1(), 0.0);
+  EXPECT_DOUBLE_EQ(spec->optimizer().beta2(), 0.0);
+  EXPECT_DOUBLE_EQ(spec->optimizer().lr(), 1e-3);  // absent: default
+
+  // Absent fields take the documented defaults.
+  auto defaults = ParseJobSpec(ModelsOnly(), "defaults.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->global_batch(), 128);
+  EXPECT_EQ(defaults->epochs(), 1);
+  EXPECT_EQ(defaults->steps(), 0);
+  EXPECT_EQ(defaults->seed(), 1234u);
+  EXPECT_DOUBLE_EQ(defaults->optimizer().beta1(), 0.9);
+  EXPECT_EQ(defaults->dataset().prefetch_batches(), 4);
+  EXPECT_EQ(defaults->checkpoint().keep(), 3);
+}
+
+// JobSpecToJson's output (int64 printed as strings) parses back to the same spec.
+TEST(JobSpecTest, JsonOutputParsesBack) {
+  auto spec = ParseJobSpec(kValid, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string json = JobSpecToJson(*spec);
+  auto again = ParseJobSpec(json, "job.json");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << json;
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString()) << json;
 }
 
 TEST(JobSpecTest, NoTeacherMeansSupervisedAndAlphaDefaultsFollow) {
