@@ -271,6 +271,15 @@ TEST(JobSpecTest, JsonOutputParsesBack) {
   EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString()) << json;
 }
 
+// The specs the repository ships pass the strict parser.
+TEST(JobSpecTest, ShippedDeploySpecsParse) {
+  for (const char* relative : {"deploy/k8s/base/job.yaml", "deploy/k8s/overlays/gpu/job.yaml"}) {
+    const std::string path = std::string(RETORT_SOURCE_DIR) + "/" + relative;
+    auto spec = LoadJobSpecFile(path);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+  }
+}
+
 TEST(JobSpecTest, NoTeacherMeansSupervisedAndAlphaDefaultsFollow) {
   auto supervised = ParseJobSpec("student: {preset: fm-teacher}\nsteps: 10\n", "t.yaml");
   ASSERT_TRUE(supervised.ok()) << supervised.status();
