@@ -17,15 +17,34 @@ struct TjHandleDeleter {
 using TjHandle = std::unique_ptr<void, TjHandleDeleter>;
 
 // One decompressor per thread: tjInitDecompress allocates, and decode threads are long-lived.
-tjhandle ThreadDecompressor() {
-  thread_local TjHandle handle(tjInitDecompress());
-  return handle.get();
-}
+//
+// A handle must not outlive a failed call. When tjDecompressHeader3 fails (libjpeg-turbo 2.1
+// longjmps out of jpeg_read_header and returns without jpeg_abort_decompress), libjpeg's
+// global_state stays DSTATE_INHEADER and the marker reader keeps the failed stream's state: the
+// next header read on that handle then reports a valid image as 0x0 ("empty dimensions") or
+// repeats the old error for every later file. Which valid files hit this depends on which
+// decode thread read a corrupt file just before, so the skipped set changed between runs.
+// Every failure therefore discards the thread's handle; the next call starts from a fresh one.
+class ThreadDecompressor {
+ public:
+  // The calling thread's handle (created on first use or after Discard()); null when
+  // tjInitDecompress fails.
+  static tjhandle Get() {
+    if (!handle_) handle_.reset(tjInitDecompress());
+    return handle_.get();
+  }
+  // Drops the calling thread's handle after a failed call on it.
+  static void Discard() { handle_.reset(); }
+
+ private:
+  static thread_local TjHandle handle_;
+};
+thread_local TjHandle ThreadDecompressor::handle_;
 
 std::string TjError(tjhandle handle) { return tjGetErrorStr2(handle); }
 
 StatusOr<ImageInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
-  tjhandle tj = ThreadDecompressor();
+  tjhandle tj = ThreadDecompressor::Get();
   if (tj == nullptr) return InternalError("jpeg: tjInitDecompress failed");
   int width = 0;
   int height = 0;
@@ -33,9 +52,17 @@ StatusOr<ImageInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
   int colorspace = 0;
   if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &width, &height, &subsamp,
                           &colorspace) != 0) {
-    return DataLossError("corrupt JPEG header: " + TjError(tj));
+    std::string message = "corrupt JPEG header: " + TjError(tj);
+    ThreadDecompressor::Discard();
+    return DataLossError(message);
   }
-  if (width <= 0 || height <= 0) return DataLossError("JPEG header has empty dimensions");
+  if (width <= 0 || height <= 0) {
+    // tjDecompressHeader3 returns success without dimensions when the data ends (or holds an
+    // EOI marker) before the frame header: a tables-only or truncated stream.
+    ThreadDecompressor::Discard();
+    return DataLossError("JPEG header has empty dimensions (" + std::to_string(width) + "x" +
+                         std::to_string(height) + "): the data ends before the frame header");
+  }
   return ImageInfo{ImageFormat::kJpeg, width, height};
 }
 
@@ -55,7 +82,8 @@ StatusOr<ImageInfo> ReadPngInfo(const uint8_t* data, size_t size) {
 
 StatusOr<DecodedImage> DecodeJpeg(const uint8_t* data, size_t size, int downscale) {
   RETORT_ASSIGN_OR_RETURN(ImageInfo info, ReadJpegInfo(data, size));
-  tjhandle tj = ThreadDecompressor();
+  tjhandle tj = ThreadDecompressor::Get();
+  if (tj == nullptr) return InternalError("jpeg: tjInitDecompress failed");
   DecodedImage image;
   image.width = ScaledJpegDimension(info.width, downscale);
   image.height = ScaledJpegDimension(info.height, downscale);
@@ -64,9 +92,11 @@ StatusOr<DecodedImage> DecodeJpeg(const uint8_t* data, size_t size, int downscal
   // TJFLAG_FASTDCT: the integer IDCT (what torchvision/PIL use by default as well).
   if (tjDecompress2(tj, data, static_cast<unsigned long>(size), image.pixels.data(), image.width,
                     0 /* pitch: tight */, image.height, TJPF_RGB, TJFLAG_FASTDCT) != 0) {
-    return DataLossError(std::string("corrupt JPEG data") +
-                         (tjGetErrorCode(tj) == TJERR_WARNING ? " (decoder warning)" : "") + ": " +
-                         TjError(tj));
+    std::string message = std::string("corrupt JPEG data") +
+                          (tjGetErrorCode(tj) == TJERR_WARNING ? " (decoder warning)" : "") + ": " +
+                          TjError(tj);
+    ThreadDecompressor::Discard();
+    return DataLossError(message);
   }
   return image;
 }

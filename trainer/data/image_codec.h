@@ -1,7 +1,8 @@
 // JPEG (libjpeg-turbo) and PNG (libpng) decoding to 8-bit RGB, plus the matching encoders that
 // tests and benchmarks use to build image folders. std-only interface; thread-safe (each call
-// uses its own or a thread-local codec handle). Errors say what was wrong with the data; callers
-// add the file name (Status::WithContext).
+// uses its own or a thread-local codec handle, and a thread-local handle is dropped after any
+// failed call, so one corrupt file never affects the next decode on that thread). Errors say
+// what was wrong with the data; callers add the file name (Status::WithContext).
 #pragma once
 
 #include <cstddef>
