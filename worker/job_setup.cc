@@ -1,8 +1,8 @@
 #include "worker/job_setup.h"
 
-#include "common/file_util.h"
 #include "trainer/data/fashion_mnist.h"
 #include "trainer/data/image_folder.h"
+#include "trainer/data/image_folder_layout.h"
 #include "trainer/data/synthetic_dataset.h"
 #include "trainer/safetensors.h"
 
@@ -42,9 +42,14 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
     return std::shared_ptr<const trainer::data::Dataset>(std::move(ds));
   }
   if (d.kind() == "image-folder") {
+    // <path>/train/ with val/ or test/, or <path>/<class>/ for both splits (image_folder_layout.h).
+    RETORT_ASSIGN_OR_RETURN(auto layout,
+                            trainer::data::ResolveImageFolderLayout(
+                                d.path(), train ? trainer::data::ImageFolderSplit::kTrain
+                                                : trainer::data::ImageFolderSplit::kEval));
     trainer::data::ImageFolderOptions o;
-    std::string split = d.path() + (train ? "/train" : "/val");
-    o.root = PathExists(split) ? split : d.path();
+    o.root = layout.class_root;
+    o.label_classes = layout.label_classes;
     o.image_size = d.image_size();
     RETORT_ASSIGN_OR_RETURN(auto ds, trainer::data::ImageFolderDataset::Open(o));
     return std::shared_ptr<const trainer::data::Dataset>(std::move(ds));

@@ -10,18 +10,12 @@
 #include <system_error>
 
 #include "trainer/data/image_codec.h"
+#include "trainer/data/image_folder_layout.h"
 #include "trainer/data/random.h"
 
 namespace retort::trainer::data {
 namespace fs = std::filesystem;
 namespace {
-
-bool HasImageExtension(const fs::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
-}
 
 StatusOr<std::vector<std::string>> ReadClassesFile(const std::string& path) {
   std::ifstream in(path);
@@ -86,13 +80,27 @@ StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
   std::sort(dirs.begin(), dirs.end());
   if (dirs.empty()) return InvalidArgumentError(options.root + ": no class directories");
 
+  if (!options.classes_file.empty() && !options.label_classes.empty()) {
+    return InvalidArgumentError(options.root +
+                                ": image folder: set classes_file or label_classes, not both");
+  }
   std::unique_ptr<ImageFolderDataset> dataset(new ImageFolderDataset());
   dataset->options_ = options;
-  if (options.classes_file.empty()) {
+  const std::set<std::string> dir_set(dirs.begin(), dirs.end());
+  if (!options.label_classes.empty()) {
+    dataset->classes_ = options.label_classes;
+    const std::set<std::string> class_set(dataset->classes_.begin(), dataset->classes_.end());
+    for (const std::string& d : dirs) {
+      if (!class_set.count(d)) {
+        return InvalidArgumentError(options.root + "/" + d +
+                                    ": class directory is not one of the training split's " +
+                                    std::to_string(class_set.size()) + " classes");
+      }
+    }
+  } else if (options.classes_file.empty()) {
     dataset->classes_ = dirs;
   } else {
     RETORT_ASSIGN_OR_RETURN(dataset->classes_, ReadClassesFile(options.classes_file));
-    const std::set<std::string> dir_set(dirs.begin(), dirs.end());
     const std::set<std::string> class_set(dataset->classes_.begin(), dataset->classes_.end());
     for (const std::string& c : dataset->classes_) {
       if (!dir_set.count(c)) {
@@ -108,10 +116,11 @@ StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     }
   }
   for (size_t label = 0; label < dataset->classes_.size(); ++label) {
+    if (!dir_set.count(dataset->classes_[label])) continue;  // label_classes: no samples here
     const fs::path dir = fs::path(options.root) / dataset->classes_[label];
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (!entry.is_directory() && HasImageExtension(entry.path()))
+      if (!entry.is_directory() && HasImageExtension(entry.path().string()))
         files.push_back(entry.path().string());
     }
     if (ec) return UnavailableError(dir.string() + ": cannot list: " + ec.message());

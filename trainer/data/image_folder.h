@@ -2,7 +2,10 @@
 // sorted name order (label = position), files sorted by name within a class, like
 // torchvision.datasets.ImageFolder. Files with other extensions are ignored. Optionally a
 // classes file (one class name per line) fixes the class list and order; it must match the
-// class directories exactly.
+// class directories exactly. Or `label_classes` fixes the label space from another split (the
+// evaluation split takes the training split's classes): every class directory must be listed,
+// and a listed class without a directory has no samples. `root` is one split's directory of
+// classes: image_folder_layout.h finds it under a dataset root (train/, val/, test/).
 //
 // Training transform (augmentation_seed != 0): RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3,
 // torchvision's algorithm) to image_size x image_size, horizontal flip with p = 1/2. Eval
@@ -35,13 +38,16 @@ struct ImageFolderOptions {
   bool jpeg_dct_scaling = true;
   // Optional: path of a text file listing the class names, one per line.
   std::string classes_file;
+  // Optional (exclusive with classes_file): the label space, label = position in this list.
+  std::vector<std::string> label_classes;
 };
 
 class ImageFolderDataset final : public Dataset {
  public:
   // Scans the folder. NotFound for a missing root or classes file; InvalidArgument for a root
-  // without class directories, a class without images, or a classes file that does not match
-  // the directories (naming the class and the file).
+  // without class directories, a class without images, a classes file that does not match
+  // the directories (naming the class and the file), or a class directory that label_classes
+  // does not list.
   static StatusOr<std::unique_ptr<ImageFolderDataset>> Open(const ImageFolderOptions& options);
 
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
