@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatchWaitMs = 120000;
 // See Train(): how long a worker whose generation failed waits for the next one.
 constexpr int64_t kStuckGenerationMs = 10000;
+constexpr int64_t kMaxStuckGenerationMs = 60000;
 
 // Control flags all-reduced at every step boundary.
 enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
@@ -181,15 +182,19 @@ std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(
 Status TrainingSession::Train() {
   // After a failed generation, how long to wait for the coordinator's next one before forcing
   // a membership change (when nobody died, nobody else would).
+  // Doubles with every forced re-join in a row (transient failures back off), back to
+  // kStuckGenerationMs once a generation completes a step.
   std::optional<Deadline> stuck_deadline;
+  int64_t stuck_ms = kStuckGenerationMs;
   while (!done_) {
     bool timed_out = false;
     auto a = WaitForAssignment(active_generation_, stuck_deadline, &timed_out);
     if (timed_out) {
-      LOG_WARN("trainer") << "no new generation " << kStuckGenerationMs << " ms after generation "
+      LOG_WARN("trainer") << "no new generation " << stuck_ms << " ms after generation "
                           << active_generation_ << " failed; leaving and re-joining to force one";
       RejoinToRecover();
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_ms = std::min(stuck_ms * 2, kMaxStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
     if (!a) return Status::Ok();  // leaving before (or between) generations
@@ -201,15 +206,17 @@ Status TrainingSession::Train() {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " not started: " << s;
       ReportFailedPeers(*a, s);
       active_generation_ = a->generation.number();
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
+    const int64_t first_step = global_step_;
     s = RunSteps(*a);
+    if (global_step_ > first_step) stuck_ms = kStuckGenerationMs;
     if (!s.ok() && FailJobIfRecurring(*a, s)) return s;
     if (!s.ok()) {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;
       ReportFailedPeers(*a, s);
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
