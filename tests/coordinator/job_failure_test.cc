@@ -130,6 +130,7 @@ TEST_F(JobFailureTest, LeavingWithoutARecurringFailureDoesNotFailTheJob) {
 TEST_F(JobFailureTest, RefusesOversizedOrEmptyFailures) {
   const std::string a = Join(0);
   v1::LeaveRequest huge = FailingLeave(a, std::string(kMaxFailureMessageBytes + 1, 'x'), 0);
+  huge.set_reason("job failed");
   auto s = c_->Leave(huge);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("failure.message"), std::string::npos) << s;
