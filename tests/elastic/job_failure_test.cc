@@ -82,7 +82,7 @@ class FailingJob {
         std::vector<std::string>{BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
                                  "--node=node0", "--local-rank=" + std::to_string(local_rank),
                                  "--rpc-timeout-ms=1000", "--comm-timeout-ms=5000",
-                                 "--join-timeout-ms=20000", "--threads=1"},
+                                 "--join-timeout-ms=10000", "--threads=1"},
         dir_ + "/worker" + std::to_string(workers_.size()) + ".log"));
   }
 
@@ -145,9 +145,13 @@ nlohmann::json ExpectFailsOnce(FailingJob& job) {
   std::printf("[ measured ] job failed; coordinator exited %d after %.1f s\n", *code, seconds);
   const std::string log = job.coordinator().Log();
   EXPECT_EQ(CountOccurrences(log, "job_failed:"), 1) << log;
-  EXPECT_EQ(CountOccurrences(log, "member_joined:"), 2) << "a worker re-joined:\n" << log;
+  // Two joins at most: none after the failure. (A worker slower to start than the failure finds
+  // the coordinator gone and gives up at its join timeout.)
+  const int joins = CountOccurrences(log, "member_joined:");
+  EXPECT_GE(joins, 1) << log;
+  EXPECT_LE(joins, 2) << "a worker re-joined:\n" << log;
   for (size_t i = 0; i < job.worker_count(); ++i) {
-    EXPECT_TRUE(job.worker(i).Wait(milliseconds(20000)).has_value())
+    EXPECT_TRUE(job.worker(i).Wait(milliseconds(30000)).has_value())
         << "worker " << i << " still runs\n"
         << job.Logs();
   }
@@ -200,7 +204,8 @@ TEST(JobFailureTest, CorruptImagesWithoutSkipFailTheJobOnce) {
   if (f.is_null()) return;
   EXPECT_EQ(f.value("phase", ""), "data") << f.dump();
   EXPECT_EQ(f.value("step", -1), 0) << f.dump();
-  EXPECT_NE(f.value("message", "").find("corrupt JPEG"), std::string::npos) << f.dump();
+  EXPECT_NE(f.value("message", "").find(".jpg: not a JPEG or PNG image"), std::string::npos)
+      << f.dump();
 }
 
 TEST(JobFailureTest, LabelsTheModelHasNoClassForFailTheJobAtTheFirstStep) {
