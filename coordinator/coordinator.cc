@@ -357,8 +357,9 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   auto s = state_.state();
   if (s == v1::JOB_STATE_STOPPING || s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED ||
       s == v1::JOB_STATE_FAILED)
-    return FailedPreconditionError(std::string("job is ") + JobStateName(s) +
-                                   "; not accepting members");
+    return FailedPreconditionError(
+        std::string("job is ") + JobStateName(s) + "; not accepting members" +
+        (s == v1::JOB_STATE_FAILED ? " (" + state_.failure().message().substr(0, 512) + ")" : ""));
   if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
       req.parameter_count() != state_.parameter_count())
     return FailedPreconditionError(
@@ -438,6 +439,9 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
   if (m.draining || state_.state() == v1::JOB_STATE_STOPPING) {
     d->set_leave(true);
     d->set_leave_reason(m.draining ? m.leave_reason : "job stopping");
+  } else if (state_.state() == v1::JOB_STATE_FAILED) {
+    d->set_leave(true);
+    d->set_leave_reason("job failed: " + state_.failure().message().substr(0, 900));
   }
   if (pending_checkpoint_) {
     d->set_checkpoint_id(pending_checkpoint_->id);
@@ -449,8 +453,14 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
 Status Coordinator::Leave(const v1::LeaveRequest& req) {
   if (req.reason().size() > 1024)
     return InvalidArgumentError("reason: longer than 1024 characters");
+  RETORT_RETURN_IF_ERROR(ValidateJobFailure(req.failure()));
   std::lock_guard<std::mutex> lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
+  if (req.failure().kind() == v1::FAILURE_KIND_RECURRING) {
+    v1::JobFailure failure = req.failure();
+    failure.set_member_id(req.member_id());  // the caller's id, whatever it wrote
+    FailJobLocked(failure);
+  }
   if (req.reason() == "completed" &&
       (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_STOPPING)) {
     // The first member that finishes the job moves it to completed; the rest follow.

@@ -148,6 +148,9 @@ class Coordinator {
   void FormGenerationLocked();
   void UpdateFinishedLocked();
   void SetStateLocked(v1::JobState state, const std::string& why);
+  // Moves the job to FAILED for `failure` (a recurring failure a member reported), once: later
+  // failures are logged and ignored. Every member is then asked to leave (coordinator_failure.cc).
+  void FailJobLocked(const v1::JobFailure& failure);
   Status CheckMemberLocked(const std::string& member_id) const;
   Status CheckGenerationLocked(uint64_t generation, const char* what) const;
   void EmitLocked(const std::string& kind, const std::string& message,
@@ -196,5 +199,10 @@ class Coordinator {
 };
 
 const char* JobStateName(v1::JobState state);
+
+// Longest JobFailure.message a member may report.
+constexpr size_t kMaxFailureMessageBytes = 4096;
+// Checks a reported JobFailure's sizes (an empty one is valid: no failure).
+Status ValidateJobFailure(const v1::JobFailure& failure);
 
 }  // namespace retort::coordinator

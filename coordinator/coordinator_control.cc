@@ -29,6 +29,7 @@ v1::StatusResponse Coordinator::GetStatus() const {
   s.set_last_checkpoint_id(state_.last_checkpoint_id());
   s.set_last_checkpoint_step(state_.last_checkpoint_step());
   s.set_coordinator_version(RETORT_VERSION);
+  if (state_.has_failure()) *s.mutable_failure() = state_.failure();
   auto now = clock_->Now();
   s.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(now - started_).count());
   std::vector<const MemberRecord*> ordered;
@@ -131,7 +132,7 @@ StatusOr<v1::ControlResponse> Coordinator::Stop(const v1::StopRequest& r) {
   if (r.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
   std::lock_guard<std::mutex> lock(mu_);
   auto s = state_.state();
-  if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED)
+  if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED || s == v1::JOB_STATE_FAILED)
     return Reply(std::string("job already ") + JobStateName(s), s);
   std::string why = r.reason().empty() ? "operator" : r.reason();
   if (members_.empty()) {

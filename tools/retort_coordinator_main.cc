@@ -1,4 +1,9 @@
 // retort-coordinator: runs a job's coordinator (membership, generations, checkpoints, control).
+//
+// Exit status: 0 the job completed or was stopped (or a signal ended the coordinator, whose
+// state is durable), 1 internal error (state dir, listen address), 2 usage or an invalid job spec
+// (including its pre-flight checks, coordinator/job_preflight.h), 3 the job failed (a failure
+// that recurs on every try; `retortctl status` shows it).
 #include <atomic>
 #include <cstdio>
 #include <optional>
@@ -8,6 +13,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_preflight.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/server.h"
 #include "tools/signals.h"
@@ -19,11 +25,15 @@ int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", job_path, log_level = "info", port_file;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
+  bool check_paths = true;
+  constexpr int kExitJobFailed = 3;
   ArgParser args(
       "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
       "Runs the coordinator of one retort job: worker membership and generations, the\n"
       "optimizer-state sharding plan, coordinated checkpoints and the operator control API\n"
-      "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.");
+      "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.\n"
+      "\nExit status: 0 job completed or stopped (or signalled), 1 internal error, 2 usage or\n"
+      "invalid job spec, 3 job failed (a failure that recurs on every try).");
   args.AddString("listen", &listen, "gRPC listen address host:port (port 0 picks a free port)");
   args.AddString("state-dir", &opts.state_dir, "directory for durable state (required)");
   args.AddString("job", &job_path,
@@ -44,6 +54,9 @@ int main(int argc, char** argv) {
                  "where checkpoints are committed (default STATE_DIR/checkpoints)");
   args.AddBool("exit-when-finished", &exit_when_finished,
                "exit once the job is stopped/completed and all workers left");
+  args.AddBool("check-paths", &check_paths,
+               "check that the job's local dataset/model paths exist on this host before any "
+               "worker starts (--no-check-paths: only the workers can see them)");
   args.AddString("port-file", &port_file,
                  "write the bound port to this file (for launchers and tests)");
   args.AddString("log-level", &log_level, "debug, info, warning or error");
@@ -74,6 +87,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     job = *spec;
+    coordinator::PreflightOptions preflight;
+    preflight.check_paths = check_paths;
+    Status checked = coordinator::PreflightJob(*job, preflight);
+    if (!checked.ok()) {
+      std::fprintf(stderr, "retort-coordinator: job spec %s fails pre-flight checks: %s\n",
+                   job_path.c_str(), checked.message().c_str());
+      return 2;
+    }
   }
   RealClock clock;
   auto c = coordinator::Coordinator::Create(opts, job, &clock);
@@ -111,7 +132,15 @@ int main(int argc, char** argv) {
     }
     if (!exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  const v1::StatusResponse final_status = coord->GetStatus();
   (*server)->Shutdown(1000);
   (*c)->Shutdown();
+  if (final_status.state() == v1::JOB_STATE_FAILED) {
+    const auto& f = final_status.failure();
+    std::fprintf(stderr, "retort-coordinator: job '%s' failed: %s (member %s, %s, step %lld)\n",
+                 final_status.job_name().c_str(), f.message().c_str(), f.member_id().c_str(),
+                 f.phase().c_str(), static_cast<long long>(f.step()));
+    return kExitJobFailed;
+  }
   return 0;
 }

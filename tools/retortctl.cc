@@ -65,6 +65,20 @@ json MemberJson(const v1::MemberStatus& m) {
               {"draining", m.draining()}};
 }
 
+// The job's failure (StatusResponse.failure) or null when it has none.
+json FailureJson(const v1::StatusResponse& r) {
+  if (!r.has_failure()) return nullptr;
+  const v1::JobFailure& f = r.failure();
+  return json{{"kind", f.kind() == v1::FAILURE_KIND_RECURRING ? "recurring" : "transient"},
+              {"message", f.message()},
+              {"member_id", f.member_id()},
+              {"node", f.node()},
+              {"local_rank", f.local_rank()},
+              {"step", f.step()},
+              {"phase", f.phase()},
+              {"unix_ms", f.unix_ms()}};
+}
+
 int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o.timeout_ms);
@@ -83,6 +97,7 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"last_checkpoint_step", r.last_checkpoint_step()},
            {"uptime_ms", r.uptime_ms()},
            {"version", r.coordinator_version()},
+           {"failure", FailureJson(r)},
            {"members", json::array()}};
     for (const auto& m : r.members()) j["members"].push_back(MemberJson(m));
     std::cout << j.dump() << std::endl;
@@ -97,6 +112,12 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
     std::printf(", checkpoint %llu at step %lld",
                 static_cast<unsigned long long>(r.last_checkpoint_id()),
                 static_cast<long long>(r.last_checkpoint_step()));
+  if (r.has_failure()) {
+    const v1::JobFailure& f = r.failure();
+    std::printf("\nfailed: %s\n  (member %s on %s/%d, %s, after step %lld)", f.message().c_str(),
+                f.member_id().empty() ? "-" : f.member_id().c_str(), f.node().c_str(),
+                f.local_rank(), f.phase().c_str(), static_cast<long long>(f.step()));
+  }
   std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %s\n", "RANK", "MEMBER", "NODE", "LOCAL",
               "STEP", "LOSS", "SAMPLES/S", "HEARTBEAT");
   for (const auto& m : r.members()) {

@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatchWaitMs = 120000;
 // See Train(): how long a worker whose generation failed waits for the next one.
 constexpr int64_t kStuckGenerationMs = 10000;
+constexpr int64_t kMaxStuckGenerationMs = 60000;
 
 // Control flags all-reduced at every step boundary.
 enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
@@ -181,15 +182,19 @@ std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(
 Status TrainingSession::Train() {
   // After a failed generation, how long to wait for the coordinator's next one before forcing
   // a membership change (when nobody died, nobody else would).
+  // Doubles with every forced re-join in a row (transient failures back off), back to
+  // kStuckGenerationMs once a generation completes a step.
   std::optional<Deadline> stuck_deadline;
+  int64_t stuck_ms = kStuckGenerationMs;
   while (!done_) {
     bool timed_out = false;
     auto a = WaitForAssignment(active_generation_, stuck_deadline, &timed_out);
     if (timed_out) {
-      LOG_WARN("trainer") << "no new generation " << kStuckGenerationMs << " ms after generation "
+      LOG_WARN("trainer") << "no new generation " << stuck_ms << " ms after generation "
                           << active_generation_ << " failed; leaving and re-joining to force one";
       RejoinToRecover();
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_ms = std::min(stuck_ms * 2, kMaxStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
     if (!a) return Status::Ok();  // leaving before (or between) generations
@@ -201,20 +206,39 @@ Status TrainingSession::Train() {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " not started: " << s;
       ReportFailedPeers(*a, s);
       active_generation_ = a->generation.number();
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
+    const int64_t first_step = global_step_;
     s = RunSteps(*a);
+    if (global_step_ > first_step) stuck_ms = kStuckGenerationMs;
+    if (!s.ok() && FailJobIfRecurring(*a, s)) return s;
     if (!s.ok()) {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;
       ReportFailedPeers(*a, s);
-      stuck_deadline = Deadline::AfterMs(kStuckGenerationMs);
+      stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (leaving_ && !done_) return Status::Ok();
   }
   return Status::Ok();
+}
+
+bool TrainingSession::Superseded(uint64_t generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leaving_ || (latest_ && latest_->generation.number() > generation);
+}
+
+bool TrainingSession::FailJobIfRecurring(const Assignment& a, const Status& error) {
+  const bool disturbed =
+      Superseded(a.generation.number()) || (comm_ && !comm_->FailedPeers().empty());
+  v1::JobFailure failure = MakeJobFailure(failure_phase_, error, global_step_, disturbed);
+  if (failure.kind() != v1::FAILURE_KIND_RECURRING) return false;
+  LOG_ERROR("trainer") << "step " << global_step_ + 1 << " failed in " << failure.phase()
+                       << " with an error that recurs on every try; failing the job: " << error;
+  if (agent_) agent_->FailJob(std::move(failure));
+  return true;
 }
 
 void TrainingSession::RejoinToRecover() {
@@ -251,6 +275,7 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   collectives::ucx::UcxCommunicatorOptions uo;
   uo.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   uo.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
+  uo.cancelled = [this, number = g.number()] { return Superseded(number); };
   auto t0 = Clock::now();
   if (auto layout = HierarchicalLayout(g)) {
     RETORT_ASSIGN_OR_RETURN(comm_, collectives::ucx::CreateHierarchicalUcxCommunicator(
@@ -290,6 +315,7 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
 }
 
 Status TrainingSession::RunSteps(const Assignment& a) {
+  failure_phase_ = FailurePhase::kCommunication;
   float flags[kFlagCount];
   auto last_log = Clock::now();
   while (global_step_ < total_steps_) {
@@ -316,9 +342,12 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    failure_phase_ = FailurePhase::kData;
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
+    failure_phase_ = FailurePhase::kStep;
     RETORT_ASSIGN_OR_RETURN(trainer::StepResult r,
                             kd_step_->Step(batch, loader_->stats().last_wait_seconds));
+    failure_phase_ = FailurePhase::kCommunication;
     position_ = loader_->position();
     ++global_step_;
     if (global_step_ % replicate_every_steps_ == 0 || global_step_ == total_steps_)
@@ -373,6 +402,7 @@ Status TrainingSession::Finish(const Assignment& a) {
   const int64_t begin = n * rank / world, end = n * (rank + 1) / world;
   const auto shape = test_set_->shape();
   std::vector<trainer::Batch> batches;
+  failure_phase_ = FailurePhase::kData;  // a corrupt test sample fails every try
   for (int64_t i = begin; job_.evaluate() && i < end; i += 500) {
     int64_t count = std::min<int64_t>(500, end - i);
     trainer::Batch b;
@@ -387,6 +417,7 @@ Status TrainingSession::Finish(const Assignment& a) {
     }
     batches.push_back(std::move(b));
   }
+  failure_phase_ = FailurePhase::kCommunication;
   auto t0 = Clock::now();
   float counts[3] = {0, 0, job_.evaluate() ? static_cast<float>(end - begin) : 0.f};
   counts[0] = static_cast<float>(trainer::EvaluateTop1(kd_step_->student(), batches).correct);

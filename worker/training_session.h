@@ -34,6 +34,7 @@
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
 #include "worker/coordinator_client.h"
+#include "worker/job_failure.h"
 #include "worker/peer_replica.h"
 #include "worker/recovery_plan.h"
 #include "worker/shard_comm_adapter.h"
@@ -104,6 +105,12 @@ class TrainingSession final : public GenerationHandler {
   Status CaptureReplica();
   // After a failed generation: tell the coordinator which peers the data plane saw die.
   void ReportFailedPeers(const Assignment& a, const Status& error);
+  // After RunSteps failed with `error` (in failure_phase_): a failure that will recur on every
+  // try (job_failure.h) fails the job through the agent; true then, and training must stop.
+  bool FailJobIfRecurring(const Assignment& a, const Status& error);
+  // True once a generation newer than `generation` was published, or the member leaves: the
+  // communicator being built for `generation` is obsolete (polled by its bootstrap).
+  bool Superseded(uint64_t generation) const;
   StateMeta CurrentMeta() const;
   // Waits for a collective on comm_ with the session's collective deadline.
   Status Await(const collectives::WorkPtr& work) const;
@@ -146,6 +153,8 @@ class TrainingSession final : public GenerationHandler {
   std::ofstream metrics_;
   std::string output_dir_;
   bool done_ = false;
+  // Where RunSteps is (or failed): loading a batch, the step's compute, or communication.
+  FailurePhase failure_phase_ = FailurePhase::kCommunication;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #include "common/backoff.h"
 #include "common/deadline.h"
 #include "common/logging.h"
+#include "worker/job_failure.h"
 
 namespace retort::worker {
 namespace {
@@ -56,6 +57,39 @@ void WorkerAgent::RequestStop(const std::string& reason) {
   cv_.notify_all();
 }
 
+void WorkerAgent::FailJob(v1::JobFailure failure) {
+  std::string reason = "job failed: " + failure.message();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_) return;
+    failure.set_member_id(member_id_);
+    failure.set_node(options_.identity.node());
+    failure.set_local_rank(options_.identity.local_rank());
+    failure_ = std::move(failure);
+  }
+  RequestStop(reason.substr(0, 1000));
+}
+
+void WorkerAgent::LeaveAfterSetupFailure(const std::string& member_id, const Status& error) {
+  v1::JobFailure failure = MakeJobFailure(FailurePhase::kSetup, error, 0);
+  v1::LeaveRequest leave;
+  leave.set_member_id(member_id);
+  if (failure.kind() == v1::FAILURE_KIND_RECURRING) {
+    failure.set_member_id(member_id);
+    failure.set_node(options_.identity.node());
+    failure.set_local_rank(options_.identity.local_rank());
+    leave.set_reason(("job failed: " + failure.message()).substr(0, 1000));
+    *leave.mutable_failure() = std::move(failure);
+  } else {
+    leave.set_reason(("setup failed: " + failure.message()).substr(0, 1000));
+  }
+  Status s = client_->Leave(leave);
+  if (s.ok())
+    LOG_INFO("worker") << "left the job (" << leave.reason() << ")";
+  else if (s.code() != StatusCode::kNotFound)
+    LOG_WARN("worker") << "leave after a setup failure failed: " << s;
+}
+
 void WorkerAgent::ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
@@ -93,7 +127,10 @@ Status WorkerAgent::JoinWithBackoff() {
                          << job_.name() << "', generation " << resp->current_generation() << ")";
       if (handler_) {
         auto count = handler_->OnJoined(*resp);
-        if (!count.ok()) return count.status();
+        if (!count.ok()) {
+          LeaveAfterSetupFailure(member_id_, count.status());
+          return count.status();
+        }
         if (*count > 0) options_.parameter_count = *count;
       }
       return Status::Ok();
@@ -200,8 +237,12 @@ Status WorkerAgent::Run() {
   RequestStop(leave_reason);
   if (watch_thread_.joinable()) watch_thread_.join();
   v1::LeaveRequest leave;
-  leave.set_member_id(member_id());
-  leave.set_reason(leave_reason);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leave.set_member_id(member_id_);
+    if (failure_) *leave.mutable_failure() = *failure_;
+  }
+  leave.set_reason(leave_reason.substr(0, 1000));
   Status s = client_->Leave(leave);
   if (s.ok())
     LOG_INFO("worker") << "left the job (" << leave_reason << ")";

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -58,6 +59,9 @@ class WorkerAgent {
   Status Run();
   // Async-signal-unsafe; from signal handlers set a flag and call this from a normal thread.
   void RequestStop(const std::string& reason);
+  // A recurring failure (see job_failure.h): the agent stops and its Leave carries `failure`,
+  // which fails the job. The first call wins. Thread-safe.
+  void FailJob(v1::JobFailure failure);
   void ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics);
 
   std::string member_id() const;
@@ -66,6 +70,8 @@ class WorkerAgent {
 
  private:
   Status JoinWithBackoff();
+  // Leaves after the handler's OnJoined failed (a setup failure, classified by job_failure.h).
+  void LeaveAfterSetupFailure(const std::string& member_id, const Status& error);
   void WatchLoop();
   bool SleepUnlessStopped(std::chrono::milliseconds d);
 
@@ -80,6 +86,7 @@ class WorkerAgent {
   std::string member_id_;                                // GUARDED_BY(mu_)
   int64_t step_ = 0, epoch_ = 0;                         // GUARDED_BY(mu_)
   v1::StepMetrics metrics_;                              // GUARDED_BY(mu_)
+  std::optional<v1::JobFailure> failure_;                // GUARDED_BY(mu_)
   CoordinatorClient::GenerationWatch* watch_ = nullptr;  // GUARDED_BY(mu_)
 
   std::atomic<uint64_t> generation_{0};

@@ -12,9 +12,10 @@ StatusOr<std::unique_ptr<UcxCommunicator>> UcxCommunicator::Create(
   if (options.chunk_bytes == 0) return InvalidArgumentError("ucx: chunk_bytes must be > 0");
   const std::string prefix =
       options.key_prefix.empty() ? "g" + std::to_string(generation) + "/ucx" : options.key_prefix;
-  RETORT_ASSIGN_OR_RETURN(auto transport,
-                          UcxTransport::Create(store, prefix, rank, size, generation, options.ucx,
-                                               Deadline::After(options.bootstrap_timeout)));
+  RETORT_ASSIGN_OR_RETURN(
+      auto transport,
+      UcxTransport::Create(store, prefix, rank, size, generation, options.ucx,
+                           Deadline::After(options.bootstrap_timeout), options.cancelled));
   return std::unique_ptr<UcxCommunicator>(new UcxCommunicator(std::move(transport), options));
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,10 @@ struct UcxCommunicatorOptions {
   std::chrono::milliseconds default_timeout{30000};
   // Bound on creation (store exchange + hello with every peer).
   std::chrono::milliseconds bootstrap_timeout{60000};
+  // Polled (every ~20 ms, from the creating thread) while creation waits for peers; once it
+  // returns true, creation gives up with ABORTED instead of waiting out bootstrap_timeout: the
+  // communicator is obsolete (e.g. a newer generation was published). Empty: never cancelled.
+  std::function<bool()> cancelled;
   // Pipelining granularity of the ring algorithms.
   size_t chunk_bytes = size_t{1} << 20;
   // Background executor thread (overlaps the caller's computation), or caller-driven

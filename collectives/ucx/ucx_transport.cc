@@ -44,7 +44,7 @@ UcxTransport::UcxTransport(int rank, int size, uint64_t generation)
 
 StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
     Store* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
-    const UcxContextOptions& options, Deadline deadline) {
+    const UcxContextOptions& options, Deadline deadline, const std::function<bool()>& cancelled) {
   if (size < 1 || size > kMaxUcxWorldSize) {
     return InvalidArgumentError("ucx: world size " + std::to_string(size) + " outside [1, " +
                                 std::to_string(kMaxUcxWorldSize) + "]");
@@ -75,8 +75,8 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   am.cb = &UcxTransport::OnGoodbye;
   UCX_CHECK(ucp_worker_set_am_recv_handler(t->worker_.get(), &am),
             "registering the goodbye handler");
-  RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline));
-  RETORT_RETURN_IF_ERROR(t->ExchangeHello(deadline));
+  RETORT_RETURN_IF_ERROR(t->Connect(store, key_prefix, deadline, cancelled));
+  RETORT_RETURN_IF_ERROR(t->ExchangeHello(deadline, cancelled));
   t->description_ = t->Describe();
   return t;
 }
@@ -86,7 +86,15 @@ UcxTransport::~UcxTransport() {
   CloseEndpoints(/*force=*/closed_);
 }
 
-Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadline deadline) {
+Status UcxTransport::BootstrapCancelled(const std::string& waiting_for) const {
+  return AbortedError("ucx: bootstrap of generation " + std::to_string(generation_) + " (rank " +
+                      std::to_string(rank_) + " of " + std::to_string(size_) +
+                      ") cancelled while waiting for " + waiting_for +
+                      ": the communicator is obsolete (a newer generation was published)");
+}
+
+Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadline deadline,
+                             const std::function<bool()>& cancelled) {
   RETORT_ASSIGN_OR_RETURN(std::string address, WorkerAddress(worker_.get()));
   std::ostringstream record;
   record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << ' '
@@ -101,7 +109,17 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
     peers_[p].rank = p;
     if (p == rank_) continue;
     const std::string key = key_prefix + "/rank" + std::to_string(p);
-    RETORT_ASSIGN_OR_RETURN(std::string value, store->Get(key, deadline));
+    StatusOr<std::string> got = std::string();
+    // With a cancellation check, wait in short slices and poll it between them.
+    while (true) {
+      if (cancelled && cancelled()) return BootstrapCancelled("the store key '" + key + "'");
+      const Deadline slice =
+          cancelled ? deadline.Min(Deadline::AfterMs(kBootstrapPollMs)) : deadline;
+      got = store->Get(key, slice);
+      if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded || deadline.Expired())
+        break;
+    }
+    RETORT_ASSIGN_OR_RETURN(std::string value, std::move(got));
     const size_t newline = value.find('\n');
     std::istringstream header(value.substr(0, newline == std::string::npos ? 0 : newline));
     std::string magic;
@@ -143,11 +161,22 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
   return Status::Ok();
 }
 
-Status UcxTransport::ExchangeHello(Deadline deadline) {
+Status UcxTransport::ExchangeHello(Deadline deadline, const std::function<bool()>& cancelled) {
   std::vector<Hello> received(static_cast<size_t>(size_));
   std::vector<Hello> mine(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) mine[p] = Hello{generation_, peers_[p].can_read ? 1u : 0u};
-  WaitControl control{deadline, nullptr, nullptr};
+  // The wait loop calls `background` every few hundred polls; it checks `cancelled` at most
+  // every kBootstrapPollMs (the check may take a lock) and raises the abort flag Wait watches.
+  std::atomic<bool> cancel_requested{false};
+  SteadyClock::time_point next_check = SteadyClock::now();
+  const std::function<void()> poll_cancelled = [&] {
+    const auto now = SteadyClock::now();
+    if (now < next_check) return;
+    next_check = now + std::chrono::milliseconds(kBootstrapPollMs);
+    if (cancelled()) cancel_requested.store(true, std::memory_order_relaxed);
+  };
+  WaitControl control{deadline, cancelled ? &cancel_requested : nullptr, nullptr,
+                      cancelled ? &poll_cancelled : nullptr};
   Status status;
   const MessageTag tag{true, kHelloSequence, 0};
   for (int p = 0; p < size_ && status.ok(); ++p) {
@@ -168,7 +197,11 @@ Status UcxTransport::ExchangeHello(Deadline deadline) {
     }
     operation_requests_.push_back(std::move(*id));
   }
-  RETORT_RETURN_IF_ERROR(FinishOperation(status, control).WithContext("ucx: hello exchange"));
+  status = FinishOperation(status, control);
+  if (cancel_requested.load(std::memory_order_relaxed)) {  // FinishOperation shut it down
+    return BootstrapCancelled("the hello of every peer");
+  }
+  RETORT_RETURN_IF_ERROR(status.WithContext("ucx: hello exchange"));
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && received[p].generation != generation_) {
       closed_ = true;

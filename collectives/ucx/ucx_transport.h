@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,10 +76,14 @@ class UcxTransport final : public Transport {
   // Publishes this rank's worker address under "<key_prefix>/rank<r>", reads every peer's,
   // creates the endpoints and exchanges a hello carrying the generation with each peer.
   // FAILED_PRECONDITION when a peer is at another generation or world size.
-  static StatusOr<std::unique_ptr<UcxTransport>> Create(Store* store, const std::string& key_prefix,
-                                                        int rank, int size, uint64_t generation,
-                                                        const UcxContextOptions& options,
-                                                        Deadline deadline);
+  // `cancelled` (may be empty) is polled every ~kBootstrapPollMs while waiting for peers (their
+  // store records and hellos); once it returns true, Create returns ABORTED at once.
+  static StatusOr<std::unique_ptr<UcxTransport>> Create(
+      Store* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
+      const UcxContextOptions& options, Deadline deadline,
+      const std::function<bool()>& cancelled = {});
+  // How often a bootstrap wait polls its cancellation check.
+  static constexpr int64_t kBootstrapPollMs = 20;
   ~UcxTransport() override;
 
   int rank() const override { return rank_; }
@@ -151,8 +156,11 @@ class UcxTransport final : public Transport {
   // Send side on cancellation: the receiver must not trust the buffer from now on.
   void WithdrawCmaSend(Request& request);
   std::string Describe();
-  Status Connect(Store* store, const std::string& key_prefix, Deadline deadline);
-  Status ExchangeHello(Deadline deadline);
+  Status Connect(Store* store, const std::string& key_prefix, Deadline deadline,
+                 const std::function<bool()>& cancelled);
+  Status ExchangeHello(Deadline deadline, const std::function<bool()>& cancelled);
+  // ABORTED naming the generation and what bootstrap was waiting for.
+  Status BootstrapCancelled(const std::string& waiting_for) const;
   uint64_t WireTag(uint64_t generation, int source, MessageTag tag) const;
   StatusOr<std::unique_ptr<Request>> Post(bool send, int peer, uint64_t wire_tag, void* data,
                                           size_t bytes);

@@ -45,7 +45,9 @@ class MultiProcessTest : public ::testing::Test {
             BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/state",
             "--job=" + dir_ + "/job.yaml", "--listen=" + listen, "--port-file=" + dir_ + "/port",
             "--eviction-timeout-ms=" + std::to_string(kEvictionMs), "--heartbeat-interval-ms=250",
-            "--settle-ms=" + std::to_string(kSettleMs)},
+            "--settle-ms=" + std::to_string(kSettleMs),
+            // The workers here never train: the dataset need not exist.
+            "--no-check-paths"},
         dir_ + "/coordinator.log");
   }
 

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 
+#include "trainer/models/vit_presets.h"
+
 namespace retort::trainer {
 namespace {
 
@@ -221,31 +223,18 @@ class VitModel final : public Model {
 const std::map<std::string, VitConfig>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, VitConfig>();
-    auto fm = [](std::string name, int64_t dim, int64_t depth, int64_t heads, int64_t patch = 4) {
+    for (const VitPresetShape& p : kVitPresetShapes) {
       VitConfig c;
-      c.name = std::move(name);
-      c.image_size = 28;
-      c.in_channels = 1;
-      c.patch_size = patch;
-      c.dim = dim;
-      c.depth = depth;
-      c.heads = heads;
-      c.num_classes = 10;
-      return c;
-    };
-    auto in1k = [](std::string name, int64_t dim, int64_t heads) {
-      VitConfig c;
-      c.name = std::move(name);
-      c.dim = dim;
-      c.heads = heads;
-      return c;
-    };
-    for (VitConfig c :
-         {fm("fm-teacher", 192, 6, 3), fm("fm-student", 96, 4, 3),
-          // 7x7 patches (16 tokens): ~3x cheaper; what fits the 2-core demo's time budget.
-          fm("fm-teacher-p7", 192, 6, 3, 7), fm("fm-student-p7", 96, 4, 3, 7),
-          in1k("vit-ti16", 192, 3), in1k("vit-s16", 384, 6), in1k("vit-b16", 768, 12)})
+      c.name = std::string(p.name);
+      c.image_size = p.image_size;
+      c.in_channels = p.in_channels;
+      c.patch_size = p.patch_size;
+      c.dim = p.dim;
+      c.depth = p.depth;
+      c.heads = p.heads;
+      c.num_classes = p.num_classes;
       (*m)[c.name] = c;
+    }
     return m;
   }();
   return *presets;

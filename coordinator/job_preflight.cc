@@ -1,0 +1,90 @@
+#include "coordinator/job_preflight.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "trainer/models/vit_presets.h"
+
+namespace retort::coordinator {
+namespace {
+
+// The trainer's default Fashion-MNIST directory (trainer/data/fashion_mnist.h), used by workers
+// when dataset.path is empty.
+constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+bool IsUrl(const std::string& path) { return path.find("://") != std::string::npos; }
+
+// `field` names the spec field; `want_directory` whether it must be a directory (else a file).
+void CheckLocalPath(const std::string& field, const std::string& path, bool want_directory,
+                    std::vector<std::string>* problems) {
+  if (path.empty() || IsUrl(path)) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    problems->push_back(field + ": '" + path +
+                        "' does not exist on the coordinator's host (pass --no-check-paths when "
+                        "only the workers can see it)");
+    return;
+  }
+  const bool is_directory = std::filesystem::is_directory(status);
+  if (want_directory && !is_directory)
+    problems->push_back(field + ": '" + path + "' is not a directory");
+  if (!want_directory && is_directory)
+    problems->push_back(field + ": '" + path + "' is a directory, not a file");
+}
+
+void CheckModelPaths(const std::string& field, const v1::ModelSpec& m,
+                     std::vector<std::string>* problems) {
+  CheckLocalPath(field + ".torchscript_path", m.torchscript_path(), false, problems);
+  CheckLocalPath(field + ".weights_path", m.weights_path(), false, problems);
+}
+
+void CheckImageSize(const std::string& field, const v1::ModelSpec& m, int64_t image_size,
+                    std::vector<std::string>* problems) {
+  if (m.preset().empty()) return;  // TorchScript models: their input size is theirs to check
+  const trainer::VitPresetShape* shape = trainer::FindVitPresetShape(m.preset());
+  if (shape == nullptr) return;  // ValidateJobSpec names unknown presets
+  const std::string preset = field + ".preset '" + m.preset() + "'";
+  if (image_size % shape->patch_size != 0) {
+    problems->push_back("dataset.image_size: " + std::to_string(image_size) +
+                        " is not divisible by the patch size " + std::to_string(shape->patch_size) +
+                        " of " + preset);
+  } else if (image_size != shape->image_size) {
+    problems->push_back("dataset.image_size: " + std::to_string(image_size) + " differs from the " +
+                        std::to_string(shape->image_size) + "x" +
+                        std::to_string(shape->image_size) + " input " + preset +
+                        " takes (its position embeddings fix the number of patches)");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> PreflightProblems(const v1::JobSpec& job,
+                                           const PreflightOptions& options) {
+  std::vector<std::string> problems;
+  const bool has_teacher =
+      !job.teacher().preset().empty() || !job.teacher().torchscript_path().empty();
+  if (options.check_paths) {
+    const auto& d = job.dataset();
+    if (d.kind() == "fashion-mnist")
+      CheckLocalPath("dataset.path", d.path().empty() ? kDefaultFashionMnistDir : d.path(), true,
+                     &problems);
+    else if (d.kind() == "image-folder")
+      CheckLocalPath("dataset.path", d.path(), true, &problems);
+    if (has_teacher) CheckModelPaths("teacher", job.teacher(), &problems);
+    CheckModelPaths("student", job.student(), &problems);
+  }
+  if (has_teacher) CheckImageSize("teacher", job.teacher(), job.dataset().image_size(), &problems);
+  CheckImageSize("student", job.student(), job.dataset().image_size(), &problems);
+  return problems;
+}
+
+Status PreflightJob(const v1::JobSpec& job, const PreflightOptions& options) {
+  const auto problems = PreflightProblems(job, options);
+  if (problems.empty()) return Status::Ok();
+  std::string message;
+  for (const auto& p : problems) message += (message.empty() ? "" : "; ") + p;
+  return InvalidArgumentError(message);
+}
+
+}  // namespace retort::coordinator

@@ -1,0 +1,66 @@
+#include "worker/job_failure.h"
+
+#include <chrono>
+
+namespace retort::worker {
+namespace {
+
+// The coordinator refuses longer failure messages; the start of an error names its cause.
+constexpr size_t kMaxFailureMessage = 2048;
+
+// Codes that mean another party went away, gave up or is overloaded, not that this member's
+// inputs are wrong.
+bool TransientCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kAborted:
+    case StatusCode::kCancelled:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+const char* FailurePhaseName(FailurePhase phase) {
+  switch (phase) {
+    case FailurePhase::kSetup:
+      return "setup";
+    case FailurePhase::kData:
+      return "data";
+    case FailurePhase::kStep:
+      return "step";
+    case FailurePhase::kCommunication:
+      return "communication";
+  }
+  return "unknown";
+}
+
+v1::FailureKind ClassifyFailure(FailurePhase phase, const Status& status,
+                                bool data_plane_disturbed) {
+  if (status.ok()) return v1::FAILURE_KIND_UNSPECIFIED;
+  if (phase == FailurePhase::kCommunication || TransientCode(status.code()))
+    return v1::FAILURE_KIND_TRANSIENT;
+  if (phase == FailurePhase::kStep && data_plane_disturbed) return v1::FAILURE_KIND_TRANSIENT;
+  return v1::FAILURE_KIND_RECURRING;
+}
+
+v1::JobFailure MakeJobFailure(FailurePhase phase, const Status& status, int64_t step,
+                              bool data_plane_disturbed) {
+  v1::JobFailure f;
+  f.set_kind(ClassifyFailure(phase, status, data_plane_disturbed));
+  f.set_message((std::string(StatusCodeName(status.code())) + ": " + status.message())
+                    .substr(0, kMaxFailureMessage));
+  f.set_step(step);
+  f.set_phase(FailurePhaseName(phase));
+  f.set_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count());
+  return f;
+}
+
+}  // namespace retort::worker
