@@ -46,12 +46,13 @@ class DurableStateTest : public CoordinatorTest {
   std::string CheckpointDir(uint64_t id) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "/ckpt-%08llu", static_cast<unsigned long long>(id));
-    return dir_ + "/state/checkpoints" + buf;
+    return opts_.state_dir + "/checkpoints" + buf;
   }
   // Commits checkpoints at steps 10, 20, 30 (keep = 3); returns their ids, oldest first.
   std::vector<uint64_t> CommitThree() {
     v1::JobSpec job = TestJob();
     job.mutable_checkpoint()->set_keep(3);
+    opts_.state_dir = dir_ + "/keep3";
     Restart(job);
     auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
     Settle();
@@ -74,8 +75,11 @@ class DurableStateTest : public CoordinatorTest {
 TEST_F(DurableStateTest, RestartWaitsForThePreviousGenerationUntilAllAreBack) {
   FormThree();
   Restart(std::nullopt);
-  JoinOk("n0", 0);
-  for (int i = 0; i < 20; ++i) Settle();  // 2 s of ticks, well past the settle time
+  auto first = JoinOk("n0", 0);
+  for (int i = 0; i < 15; ++i) {  // 1.5 s of ticks, well past the settle time
+    HeartbeatAll({first});
+    Settle();
+  }
   EXPECT_TRUE(listener_.seen.empty()) << "a lone first re-joiner must not form a generation";
   auto status = c_->GetStatus();
   EXPECT_EQ(
@@ -93,11 +97,15 @@ TEST_F(DurableStateTest, RejoinGraceEndsAndTheMembersPresentGoOn) {
   opts_.rejoin_grace_ms = 3000;
   FormThree();
   Restart(std::nullopt);
-  JoinOk("n0", 1);
-  clock_.Advance(milliseconds(2900));
-  c_->Tick();
+  auto back = JoinOk("n0", 1);
+  for (int i = 0; i < 29; ++i) {  // 2.9 s, heartbeating
+    clock_.Advance(milliseconds(100));
+    HeartbeatAll({back});
+    c_->Tick();
+  }
   EXPECT_TRUE(listener_.seen.empty());
   clock_.Advance(milliseconds(200));
+  HeartbeatAll({back});
   c_->Tick();
   Settle();
   ASSERT_EQ(listener_.seen.size(), 1u) << "the grace is bounded";
@@ -216,6 +224,7 @@ TEST_F(DurableStateTest, UncommittedCheckpointDebrisIsRemovedAtStartAndOnAbort) 
   const std::string committed = CheckpointDir(1);
   ASSERT_TRUE(PathExists(committed + "/MANIFEST.json"));
   ASSERT_TRUE(WriteFileAtomically(committed + "/shard-00000.bin.tmp-123", "x").ok());
+  ASSERT_TRUE(MakeDirectories(CheckpointDir(9)).ok());
   ASSERT_TRUE(WriteFileAtomically(CheckpointDir(9) + "/shard-00000.bin", "x").ok());
   Restart(std::nullopt);
   EXPECT_FALSE(PathExists(committed + "/shard-00000.bin.tmp-123"));
