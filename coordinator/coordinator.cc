@@ -52,6 +52,19 @@ Status ValidateIdentity(const v1::MemberIdentity& id) {
 
 }  // namespace
 
+uint64_t MemberIdBoot(const std::string& member_id) {
+  // "w<boot>-<serial>"
+  if (member_id.size() < 4 || member_id[0] != 'w') return 0;
+  size_t dash = member_id.find('-');
+  if (dash == std::string::npos || dash == 1 || dash > 21) return 0;
+  uint64_t boot = 0;
+  for (size_t i = 1; i < dash; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(member_id[i]))) return 0;
+    boot = boot * 10 + static_cast<uint64_t>(member_id[i] - '0');
+  }
+  return boot;
+}
+
 const char* JobStateName(v1::JobState s) {
   switch (s) {
     case v1::JOB_STATE_WAITING:
@@ -90,7 +103,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     auto absolute = std::filesystem::absolute(options.checkpoint_dir, ec);
     if (!ec) options.checkpoint_dir = absolute.lexically_normal().string();
   }
-  StateStore store(options.state_dir);
+  StateStore store(options.state_dir, options.state_writer);
   auto loaded = store.Load();
   v1::CoordinatorState state;
   if (loaded.ok()) {
@@ -102,6 +115,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
                             << JobStateName(state.state());
+    RETORT_RETURN_IF_ERROR(ReconcileCheckpoints(options, &state));
   } else if (loaded.status().code() == StatusCode::kNotFound) {
     if (!job.has_value())
       return InvalidArgumentError("no state in " + options.state_dir +
@@ -124,6 +138,19 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(state), clock));
   {
     std::lock_guard<std::mutex> lock(c->mu_);
+    const auto s = c->state_.state();
+    const bool live = s == v1::JOB_STATE_WAITING || s == v1::JOB_STATE_RUNNING ||
+                      s == v1::JOB_STATE_PAUSED || s == v1::JOB_STATE_STOPPING;
+    if (live && c->options_.rejoin_grace_ms > 0) {
+      for (const auto& m : c->state_.last_generation_members())
+        c->awaiting_rejoin_.emplace(m.node(), m.local_rank());
+      c->rejoin_deadline_ = clock->Now() + std::chrono::milliseconds(c->options_.rejoin_grace_ms);
+      if (!c->awaiting_rejoin_.empty())
+        LOG_INFO("coordinator") << "waiting up to " << c->options_.rejoin_grace_ms
+                                << " ms for the previous generation's "
+                                << c->awaiting_rejoin_.size()
+                                << " member(s) to re-join before forming a generation";
+    }
     RETORT_RETURN_IF_ERROR(c->PersistLocked());
     c->UpdateFinishedLocked();
   }
@@ -133,7 +160,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
 Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state, const Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
-      store_(options_.state_dir),
+      store_(options_.state_dir, options_.state_writer),
       started_(clock->Now()),
       state_(std::move(state)) {}
 
@@ -266,10 +293,40 @@ void Coordinator::Tick() {
                          "its generation stream closed and was not reopened within " +
                              std::to_string(options_.disconnect_grace_ms) + " ms");
   }
+  if (AwaitingRejoinLocked(now)) return;
   if (!membership_dirty_) return;
   bool settled = now - membership_changed_at_ >= std::chrono::milliseconds(options_.settle_ms);
   bool full = static_cast<int>(members_.size()) >= state_.max_workers();
   if (settled || full) FormGenerationLocked();
+}
+
+std::vector<std::string> Coordinator::MissingRejoinersLocked() const {
+  std::vector<std::string> missing;
+  for (const auto& [node, local_rank] : awaiting_rejoin_) {
+    bool back = false;
+    for (const auto& [id, m] : members_)
+      back |= m.identity.node() == node && m.identity.local_rank() == local_rank;
+    if (!back) missing.push_back(node + "/" + std::to_string(local_rank));
+  }
+  return missing;
+}
+
+bool Coordinator::AwaitingRejoinLocked(std::chrono::steady_clock::time_point now) {
+  if (awaiting_rejoin_.empty()) return false;
+  std::vector<std::string> missing = MissingRejoinersLocked();
+  if (!missing.empty() && now < rejoin_deadline_) return true;
+  std::string why;
+  if (missing.empty()) {
+    why = "every member of the previous generation re-joined";
+  } else {
+    why = std::to_string(options_.rejoin_grace_ms) + " ms re-join grace ended without";
+    for (const auto& m : missing) why += " " + m;
+  }
+  awaiting_rejoin_.clear();
+  EmitLocked("rejoin", why + "; generations form again");
+  if (members_.empty() && state_.state() == v1::JOB_STATE_RUNNING)
+    SetStateLocked(v1::JOB_STATE_WAITING, "no member re-joined after the coordinator restart");
+  return false;
 }
 
 void Coordinator::FormGenerationLocked() {
@@ -279,9 +336,9 @@ void Coordinator::FormGenerationLocked() {
   for (const auto& [id, m] : members_) {
     v1::Member member;
     member.set_member_id(id);
+    // With its incarnation: a worker tells a member that re-joined (same process, e.g. after a
+    // coordinator restart) from a restarted process by it.
     *member.mutable_identity() = m.identity;
-    member.mutable_identity()
-        ->clear_incarnation();  // private to the coordinator; keeps streams small
     members.push_back(std::move(member));
   }
   std::vector<v1::NodeGroup> nodes;
@@ -295,12 +352,35 @@ void Coordinator::FormGenerationLocked() {
   v1::CoordinatorState next = state_;
   next.set_generation(number);
   next.set_state(job_state);
+  next.clear_last_generation_members();
+  for (const auto& m : members) {
+    auto* id = next.add_last_generation_members();
+    id->set_node(m.identity().node());
+    id->set_local_rank(m.identity().local_rank());
+  }
+  const auto now = clock_->Now();
+  if (persist_failures_ > 0 && now < next_persist_attempt_) return;  // backing off
   Status st = store_.Save(next);
   if (!st.ok()) {
     // Publishing a generation we could not persist would break monotonicity after a restart.
-    LOG_ERROR("coordinator") << "cannot persist generation " << number << ", will retry: " << st;
+    // Retry with backoff (the disk may be full for a while); log once per generation and error.
+    ++persist_failures_;
+    const int64_t wait_ms = std::min<int64_t>(
+        options_.persist_retry_max_ms, options_.tick_ms << std::min(persist_failures_ - 1, 16));
+    next_persist_attempt_ = now + std::chrono::milliseconds(wait_ms);
+    std::string what = "generation " + std::to_string(number) + ": " + st.ToString();
+    if (what != persist_failure_logged_) {
+      LOG_ERROR("coordinator") << "cannot persist " << what << "; retrying with backoff (up to "
+                               << options_.persist_retry_max_ms << " ms between attempts)";
+      persist_failure_logged_ = what;
+    }
     return;
   }
+  if (persist_failures_ > 0)
+    LOG_INFO("coordinator") << "persisted generation " << number << " after " << persist_failures_
+                            << " failed attempt(s)";
+  persist_failures_ = 0;
+  persist_failure_logged_.clear();
   bool state_changed = job_state != state_.state();
   state_ = std::move(next);
   membership_dirty_ = false;
@@ -455,6 +535,19 @@ Status Coordinator::Leave(const v1::LeaveRequest& req) {
     return InvalidArgumentError("reason: longer than 1024 characters");
   RETORT_RETURN_IF_ERROR(ValidateJobFailure(req.failure()));
   std::lock_guard<std::mutex> lock(mu_);
+  if (req.reason() == "completed" && members_.count(req.member_id()) == 0 &&
+      MemberIdBoot(req.member_id()) > 0 && MemberIdBoot(req.member_id()) < state_.boot_count()) {
+    // A worker that completed the job while this coordinator was down (its Leave is retried
+    // until the restarted coordinator answers): the job is completed, not waiting for workers
+    // that will never come back.
+    if (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_WAITING ||
+        state_.state() == v1::JOB_STATE_STOPPING)
+      SetStateLocked(v1::JOB_STATE_COMPLETED,
+                     req.member_id() + " of a previous coordinator run completed it");
+    awaiting_rejoin_.clear();
+    UpdateFinishedLocked();
+    return Status::Ok();
+  }
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
   if (req.failure().kind() == v1::FAILURE_KIND_RECURRING) {
     v1::JobFailure failure = req.failure();

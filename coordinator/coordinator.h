@@ -45,6 +45,19 @@ struct CoordinatorOptions {
   int64_t shard_alignment = 64;
   size_t max_kv_value_bytes = 1 << 20;
   size_t max_kv_keys_per_generation = 65536;
+  // After a restart, wait up to this long for the previous generation's members (by node and
+  // local_rank) to re-join before forming a generation: their in-memory state may be newer than
+  // the last checkpoint, and a generation formed without them would resume from disk. Ends early
+  // once all of them are back; 0 = do not wait.
+  int64_t rejoin_grace_ms = 10000;
+  // When state.json lists committed checkpoints and none of them can be used (manifest missing
+  // or corrupt, a shard missing or of the wrong size), Create() refuses to start, naming each
+  // checkpoint and why; with this set it forgets them and the job starts from step 0.
+  bool restart_from_scratch = false;
+  // Writes state.json; nullptr = the real file system. Borrowed (tests inject faults).
+  StateFileWriter* state_writer = nullptr;
+  // Longest wait between attempts to persist a new generation that failed to persist.
+  int64_t persist_retry_max_ms = 5000;
 };
 
 // Receives each new generation. Called with subs_mu_ held: must not block.
@@ -155,6 +168,7 @@ class Coordinator {
   Status CheckGenerationLocked(uint64_t generation, const char* what) const;
   void EmitLocked(const std::string& kind, const std::string& message,
                   const std::string& member_id = "");
+  // Drops the pending checkpoint and deletes its directory (partial shards, temp files).
   void AbortPendingCheckpointLocked(const std::string& why);
   // Makes a pending checkpoint at `step` and persists the id counter; emits `event`.
   Status StartPendingCheckpointLocked(int64_t step, uint64_t generation, const std::string& why);
@@ -166,6 +180,16 @@ class Coordinator {
   void MaybeStartPeriodicCheckpointLocked();
   Status CommitCheckpointLocked();
   int64_t MaxMemberStepLocked() const;
+  // True while a restarted coordinator still waits for the previous generation's members; ends
+  // (and clears awaiting_rejoin_) once they are all back or rejoin_deadline_ passed.
+  bool AwaitingRejoinLocked(std::chrono::steady_clock::time_point now);
+  std::vector<std::string> MissingRejoinersLocked() const;
+
+  // Startup (Create): checks the committed checkpoints state.json lists, drops unusable ones
+  // (falling back to the newest usable one) and refuses to start when none is usable, unless
+  // options.restart_from_scratch. Removes uncommitted checkpoint directories and temp files.
+  static Status ReconcileCheckpoints(const CoordinatorOptions& options,
+                                     v1::CoordinatorState* state);
 
   const CoordinatorOptions options_;
   const Clock* const clock_;
@@ -187,6 +211,14 @@ class Coordinator {
   // retried at the same step.
   int64_t last_periodic_step_ = 0;  // GUARDED_BY(mu_)
   bool finished_ = false;           // GUARDED_BY(mu_)
+  // (node, local_rank) of the previous generation's members not yet re-joined after a restart.
+  std::set<std::pair<std::string, int>> awaiting_rejoin_;  // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point rejoin_deadline_;  // GUARDED_BY(mu_)
+  // A new generation that could not be persisted is retried with backoff; the failure is logged
+  // once per generation (or when the error changes), not at every attempt.
+  int persist_failures_ = 0;                                    // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point next_persist_attempt_;  // GUARDED_BY(mu_)
+  std::string persist_failure_logged_;                          // GUARDED_BY(mu_)
 
   mutable std::mutex subs_mu_;
   std::set<GenerationListener*> generation_listeners_;  // GUARDED_BY(subs_mu_)
@@ -199,6 +231,8 @@ class Coordinator {
 };
 
 const char* JobStateName(v1::JobState state);
+// The coordinator boot a member id ("w<boot>-<serial>") was assigned in; 0 when malformed.
+uint64_t MemberIdBoot(const std::string& member_id);
 
 // Longest JobFailure.message a member may report.
 constexpr size_t kMaxFailureMessageBytes = 4096;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "common/file_util.h"
@@ -33,12 +34,118 @@ void RemoveTree(const std::string& path) {
     LOG_WARN("coordinator") << "could not delete old checkpoint " << path << ": " << ec.message();
 }
 
+// Why the committed checkpoint `id` cannot be used (empty when it can): its manifest must
+// parse, name this checkpoint, and every file it lists must exist with the recorded size.
+std::string CheckpointProblem(const std::string& checkpoint_dir, uint64_t id) {
+  const std::string dir = checkpoint_dir + "/" + CheckpointDirName(id);
+  const std::string path = dir + "/MANIFEST.json";
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return path + ": " + text.status().message();
+  v1::CheckpointManifest manifest;
+  auto st = google::protobuf::util::JsonStringToMessage(*text, &manifest);
+  if (!st.ok()) return path + " is corrupt: " + std::string(st.message());
+  if (manifest.checkpoint_id() != id)
+    return path + " names checkpoint " + std::to_string(manifest.checkpoint_id());
+  if (manifest.files_size() == 0) return path + " lists no shard file";
+  for (const auto& f : manifest.files()) {
+    struct stat sb;
+    const std::string file = dir + "/" + f.path();
+    if (::stat(file.c_str(), &sb) != 0) return file + " is missing";
+    if (sb.st_size != f.size_bytes())
+      return file + " is " + std::to_string(sb.st_size) + " bytes, the manifest says " +
+             std::to_string(f.size_bytes());
+  }
+  return "";
+}
+
+// Removes what no committed checkpoint needs: directories of checkpoints that never committed
+// (a worker killed mid-write, a disk that filled up) and shard temp files anywhere.
+void RemoveCheckpointDebris(const std::string& checkpoint_dir,
+                            const std::set<std::string>& committed_dirs) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(checkpoint_dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !it->is_directory()) continue;
+    if (committed_dirs.count(name) == 0) {
+      LOG_INFO("coordinator") << "removing uncommitted checkpoint directory " << it->path();
+      RemoveTree(it->path().string());
+      continue;
+    }
+    std::error_code ec2;
+    for (std::filesystem::directory_iterator f(it->path(), ec2); !ec2 && f != end;
+         f.increment(ec2)) {
+      if (f->path().filename().string().find(".tmp") == std::string::npos) continue;
+      LOG_INFO("coordinator") << "removing temp file " << f->path();
+      std::filesystem::remove(f->path(), ec2);
+    }
+  }
+}
+
 }  // namespace
+
+Status Coordinator::ReconcileCheckpoints(const CoordinatorOptions& options,
+                                         v1::CoordinatorState* state) {
+  std::set<std::string> committed_dirs;
+  for (uint64_t id : state->committed_checkpoints()) committed_dirs.insert(CheckpointDirName(id));
+  RemoveCheckpointDebris(options.checkpoint_dir, committed_dirs);
+  if (state->committed_checkpoints_size() == 0 && state->last_checkpoint_id() == 0)
+    return Status::Ok();
+  std::vector<uint64_t> listed(state->committed_checkpoints().begin(),
+                               state->committed_checkpoints().end());
+  if (listed.empty()) listed.push_back(state->last_checkpoint_id());
+  std::vector<uint64_t> usable;
+  std::string rejected;
+  for (uint64_t id : listed) {
+    std::string problem = CheckpointProblem(options.checkpoint_dir, id);
+    if (problem.empty()) {
+      usable.push_back(id);
+      continue;
+    }
+    LOG_WARN("coordinator") << "committed checkpoint " << id << " is unusable: " << problem;
+    rejected += "\n  checkpoint " + std::to_string(id) + ": " + problem;
+  }
+  if (usable.empty()) {
+    if (!options.restart_from_scratch)
+      return FailedPreconditionError(
+          "state.json records " + std::to_string(listed.size()) +
+          " committed checkpoint(s) (last at step " +
+          std::to_string(state->last_checkpoint_step()) + ") and none can be used:" + rejected +
+          "\nRefusing to start the job over from step 0; pass --restart-from-scratch to do so.");
+    LOG_WARN("coordinator") << "--restart-from-scratch: forgetting " << listed.size()
+                            << " unusable checkpoint(s); the job starts from step 0";
+    state->clear_committed_checkpoints();
+    state->set_last_checkpoint_id(0);
+    state->set_last_checkpoint_step(0);
+    return Status::Ok();
+  }
+  if (usable.size() == listed.size()) return Status::Ok();
+  // Fall back to the newest usable one; its step comes from its manifest.
+  state->clear_committed_checkpoints();
+  for (uint64_t id : usable) state->add_committed_checkpoints(id);
+  const uint64_t newest = usable.back();
+  auto text =
+      ReadFileToString(options.checkpoint_dir + "/" + CheckpointDirName(newest) + "/MANIFEST.json");
+  v1::CheckpointManifest manifest;
+  if (text.ok()) (void)google::protobuf::util::JsonStringToMessage(*text, &manifest);
+  LOG_WARN("coordinator") << "falling back to checkpoint " << newest << " at step "
+                          << manifest.step() << " (newest usable; state.json had checkpoint "
+                          << state->last_checkpoint_id() << " at step "
+                          << state->last_checkpoint_step() << ")";
+  state->set_last_checkpoint_id(newest);
+  state->set_last_checkpoint_step(manifest.step());
+  return Status::Ok();
+}
 
 void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   if (!pending_checkpoint_) return;
   uint64_t id = pending_checkpoint_->id;
   pending_checkpoint_.reset();
+  // It can never commit: remove what its writers left (shards, temp files). A writer still
+  // busy recreates the directory; the next start removes it (RemoveCheckpointDebris).
+  std::error_code ec;
+  const std::string dir = options_.checkpoint_dir + "/" + CheckpointDirName(id);
+  if (std::filesystem::exists(dir, ec)) RemoveTree(dir);
   EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
 }
 
@@ -73,11 +180,13 @@ void Coordinator::MaybeStartPeriodicCheckpointLocked() {
     return;
   const int64_t margin = CheckpointMarginStepsLocked();
   const int64_t fastest = MaxMemberStepLocked();
-  // The first multiple every member can still hear of in time, after the last committed or
-  // attempted one.
-  int64_t target = (fastest + margin + every - 1) / every * every;
-  const int64_t done = std::max(state_.last_checkpoint_step(), last_periodic_step_);
-  target = std::max(target, (done / every + 1) * every);
+  // The next multiple after the last committed or attempted one that no member has passed.
+  // Workers also begin every multiple on their own (BeginCheckpoint at that step), so a member
+  // that hears of it late still writes it; naming it here only gives them the id early.
+  // (Rounding up to a multiple `margin` steps ahead skipped multiples whenever the previous
+  // checkpoint committed less than a margin before the next one.)
+  const int64_t done = std::max({state_.last_checkpoint_step(), last_periodic_step_, fastest});
+  const int64_t target = (done / every + 1) * every;
   if (target - fastest > 2 * margin) return;  // not close yet
   if (state_.job().steps() > 0 && target > state_.job().steps()) return;
   Status st = StartPendingCheckpointLocked(target, generation_->number(),
@@ -125,9 +234,13 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
   if (pending_checkpoint_ && pending_checkpoint_->step != r.step())
     return AbortedError("checkpoint " + std::to_string(pending_checkpoint_->id) + " at step " +
                         std::to_string(pending_checkpoint_->step) + " is in progress");
-  if (!pending_checkpoint_)
+  if (!pending_checkpoint_) {
     RETORT_RETURN_IF_ERROR(
         StartPendingCheckpointLocked(r.step(), r.generation(), "begun by " + r.member_id()));
+    const int64_t every = state_.job().checkpoint().every_steps();
+    if (every > 0 && r.step() % every == 0)
+      last_periodic_step_ = std::max(last_periodic_step_, r.step());
+  }
   v1::BeginCheckpointResponse resp;
   resp.set_checkpoint_id(pending_checkpoint_->id);
   resp.set_step(pending_checkpoint_->step);
@@ -237,13 +350,18 @@ StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetChec
   if (ec) dir = options_.checkpoint_dir + "/" + CheckpointDirName(id);
   std::string path = dir + "/MANIFEST.json";
   auto text = ReadFileToString(path);
+  // Asked for the latest (checkpoint_id 0): an unreadable newest manifest still lists the
+  // committed ids, so the caller falls back to an older one instead of starting over.
   if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) return resp;
+    if (text.status().code() == StatusCode::kNotFound || r.checkpoint_id() == 0) return resp;
     return text.status();
   }
   auto st = google::protobuf::util::JsonStringToMessage(*text, resp.mutable_manifest());
-  if (!st.ok())
+  if (!st.ok()) {
+    resp.clear_manifest();
+    if (r.checkpoint_id() == 0) return resp;
     return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
+  }
   resp.set_found(true);
   resp.set_dir(dir);
   return resp;

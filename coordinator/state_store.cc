@@ -5,6 +5,21 @@
 #include "common/file_util.h"
 
 namespace retort::coordinator {
+namespace {
+
+class RealStateFileWriter final : public StateFileWriter {
+ public:
+  Status WriteAtomically(const std::string& path, const std::string& contents) override {
+    return WriteFileAtomically(path, contents);
+  }
+};
+
+}  // namespace
+
+StateFileWriter* DefaultStateFileWriter() {
+  static RealStateFileWriter writer;
+  return &writer;
+}
 
 StatusOr<v1::CoordinatorState> StateStore::Load() {
   RETORT_RETURN_IF_ERROR(MakeDirectories(dir_));
@@ -25,7 +40,7 @@ Status StateStore::Save(const v1::CoordinatorState& state) {
   opts.add_whitespace = true;
   auto st = google::protobuf::util::MessageToJsonString(state, &json, opts);
   if (!st.ok()) return InternalError("serialising coordinator state: " + std::string(st.message()));
-  return WriteFileAtomically(path(), json);
+  return writer_->WriteAtomically(path(), json);
 }
 
 }  // namespace retort::coordinator

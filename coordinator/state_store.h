@@ -11,9 +11,23 @@
 
 namespace retort::coordinator {
 
+// The file-writing seam of the store (leveldb's Env, narrowed to the one call the store makes),
+// so tests can inject disk-full and failing writes. Implementations must be thread-safe.
+class StateFileWriter {
+ public:
+  virtual ~StateFileWriter() = default;
+  // Same contract as WriteFileAtomically (common/file_util.h): the old or the new content.
+  virtual Status WriteAtomically(const std::string& path, const std::string& contents) = 0;
+};
+
+// The real file system (WriteFileAtomically). A process-wide stateless instance.
+StateFileWriter* DefaultStateFileWriter();
+
 class StateStore {
  public:
-  explicit StateStore(std::string dir) : dir_(std::move(dir)) {}
+  // `writer` is borrowed (nullptr: DefaultStateFileWriter()).
+  explicit StateStore(std::string dir, StateFileWriter* writer = nullptr)
+      : dir_(std::move(dir)), writer_(writer ? writer : DefaultStateFileWriter()) {}
 
   // Creates the directory if needed. Returns NOT_FOUND when no state was saved yet.
   StatusOr<v1::CoordinatorState> Load();
@@ -23,6 +37,7 @@ class StateStore {
 
  private:
   std::string dir_;
+  StateFileWriter* writer_;
 };
 
 }  // namespace retort::coordinator

@@ -50,6 +50,13 @@ int main(int argc, char** argv) {
               "override the job's elastic.min_workers (0 = job's)");
   args.AddInt("max-workers", &opts.max_workers,
               "override the job's elastic.max_workers (0 = job's)");
+  args.AddInt("rejoin-grace-ms", &opts.rejoin_grace_ms,
+              "after a restart, wait up to this long for the previous generation's workers to "
+              "re-join before forming a generation (their in-memory state may be newer than the "
+              "last checkpoint); ends early once all are back; 0 = do not wait");
+  args.AddBool("restart-from-scratch", &opts.restart_from_scratch,
+               "when state.json lists checkpoints and none of them is usable, forget them and "
+               "start the job from step 0 (without it the coordinator refuses to start)");
   args.AddString("checkpoint-dir", &opts.checkpoint_dir,
                  "where checkpoints are committed (default STATE_DIR/checkpoints)");
   args.AddBool("exit-when-finished", &exit_when_finished,

@@ -100,6 +100,9 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"failure", FailureJson(r)},
            {"members", json::array()}};
     for (const auto& m : r.members()) j["members"].push_back(MemberJson(m));
+    if (r.awaiting_rejoin_size() > 0)
+      j["awaiting_rejoin"] =
+          std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end());
     std::cout << j.dump() << std::endl;
     return 0;
   }
@@ -112,6 +115,10 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
     std::printf(", checkpoint %llu at step %lld",
                 static_cast<unsigned long long>(r.last_checkpoint_id()),
                 static_cast<long long>(r.last_checkpoint_step()));
+  if (r.awaiting_rejoin_size() > 0) {
+    std::printf("; after a restart, waiting for the previous generation's");
+    for (const auto& m : r.awaiting_rejoin()) std::printf(" %s", m.c_str());
+  }
   if (r.has_failure()) {
     const v1::JobFailure& f = r.failure();
     std::printf("\nfailed: %s\n  (member %s on %s/%d, %s, after step %lld)", f.message().c_str(),

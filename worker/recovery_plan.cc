@@ -77,6 +77,30 @@ bool PlanReplicas(const std::vector<StateDescriptor>& ranks, int64_t generation,
   return false;
 }
 
+// The best complete copy of the state that generation `generation` left: a full state saved at
+// an agreed switch, else replicas covering every range. False when there is none.
+bool PlanGeneration(const std::vector<StateDescriptor>& ranks, int64_t generation,
+                    RecoveryPlan* plan) {
+  RecoveryPlan full;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const auto& d = ranks[r];
+    if (d.old_generation != generation || d.full.global_step < 0) continue;
+    if (full.source < 0 || d.full.global_step > full.meta.global_step) {
+      full.source = r;
+      full.meta = d.full;
+    }
+  }
+  if (full.source >= 0) {
+    full.kind = RecoveryPlan::kFullState;
+    full.reason = "rank " + std::to_string(full.source) +
+                  " saved the complete state at an agreed switch in generation " +
+                  std::to_string(generation);
+    *plan = full;
+    return true;
+  }
+  return PlanReplicas(ranks, generation, plan);
+}
+
 }  // namespace
 
 void StateDescriptor::Pack(int64_t* out) const {
@@ -109,28 +133,24 @@ RecoveryPlan PlanRecovery(const std::vector<StateDescriptor>& ranks) {
     plan.reason = "no rank holds training state";
     return plan;
   }
-  // Only the newest generation's complete copies count: an older one is a fenced zombie's or
-  // predates steps the newest generation took.
-  const int64_t newest = *generations.begin();
-  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    const auto& d = ranks[r];
-    if (d.old_generation != newest || d.full.global_step < 0) continue;
-    if (plan.source < 0 || d.full.global_step > plan.meta.global_step) {
-      plan.source = r;
-      plan.meta = d.full;
+  // Every generation's complete copy is a state on the job's trajectory; the one at the
+  // highest step wins, the newer generation on a tie. An older generation can only be ahead
+  // when a newer one went back to a disk checkpoint (it formed without the members that held
+  // the newer state, e.g. the first member to re-join a restarted coordinator): the survivors'
+  // memory then wins over the disk.
+  int64_t plan_generation = -1;
+  for (int64_t g : generations) {  // newest first
+    RecoveryPlan candidate;
+    if (!PlanGeneration(ranks, g, &candidate)) continue;
+    if (plan_generation < 0 || candidate.meta.global_step > plan.meta.global_step) {
+      if (plan_generation >= 0)
+        candidate.reason += ", ahead of generation " + std::to_string(plan_generation) +
+                            "'s copy at step " + std::to_string(plan.meta.global_step);
+      plan = candidate;
+      plan_generation = g;
     }
   }
-  if (plan.source >= 0) {
-    plan.kind = RecoveryPlan::kFullState;
-    plan.reason = "rank " + std::to_string(plan.source) +
-                  " saved the complete state at an agreed switch in generation " +
-                  std::to_string(newest);
-    return plan;
-  }
-  // A newer generation that never completed its first snapshot everywhere cannot have taken a
-  // step, so an older generation's replicas at the same step are equally current.
-  for (int64_t g : generations)
-    if (PlanReplicas(ranks, g, &plan)) return plan;
+  if (plan_generation >= 0) return plan;
   plan = RecoveryPlan();
   plan.kind = RecoveryPlan::kCheckpoint;
   plan.reason = "the surviving in-memory replicas do not cover every optimizer range";

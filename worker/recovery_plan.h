@@ -10,8 +10,10 @@
 //  - kCheckpoint: the replicas cannot cover every range (two adjacent ranks lost, or every
 //    worker restarted): load the last committed disk checkpoint.
 //  - kFresh: nobody holds state: start the job from its initial weights.
-// State from a generation older than the newest one any rank took part in is ignored: it is a
-// fenced zombie's.
+// Each generation's complete copy (full state, else replicas covering every range) is a state
+// on the job's trajectory; the one at the highest step wins, the newest generation on a tie.
+// So a fenced zombie's older copy never wins over the progress made without it, and survivors'
+// memory wins over a newer generation that went back to a disk checkpoint without them.
 //
 // Pure logic, no torch and no communication: unit-tested on its own.
 #pragma once

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 
 #include "checkpoint/shard_file.h"
@@ -15,6 +16,12 @@ namespace retort::worker {
 namespace {
 
 constexpr int kMaxCheckpointCandidates = 16;
+
+// What the writer thread writes: a copy of this rank's range, taken on the training thread.
+struct ShardSnapshot {
+  checkpoint::ShardHeader header;
+  torch::Tensor params, exp_avg, exp_avg_sq;
+};
 
 // Retries a coordinator RPC that may hit a restarting coordinator, until `deadline`.
 template <typename F>
@@ -38,66 +45,100 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
     id = pending_checkpoint_id_;
     step = pending_checkpoint_step_;
   }
-  if (id == 0 || id == last_checkpoint_handled_ || step > global_step_) return;
-  last_checkpoint_handled_ = id;
+  // Due: the checkpoint the coordinator named (heard of by heartbeat), or a multiple of
+  // checkpoint.every_steps, which every member begins on its own so that no multiple depends on
+  // hearing of it in time.
+  const int64_t every = job_.checkpoint().every_steps();
+  const bool named = id != 0 && id != last_checkpoint_handled_ && step <= global_step_;
+  const bool periodic =
+      every > 0 && global_step_ % every == 0 && global_step_ != last_periodic_checkpoint_step_;
+  if (!named && !periodic) return;
+  if (periodic) last_periodic_checkpoint_step_ = global_step_;
   v1::AckCheckpointRequest ack;
   ack.set_member_id(a.member_id);
   ack.set_generation(a.generation.number());
-  ack.set_checkpoint_id(id);
-  // The state right after this step: the live optimizer range (the step just completed).
-  const auto& range = kd_step_->optimizer().range();
-  torch::Tensor own_p = kd_step_->flat().params().slice(0, range.offset, range.end()).contiguous();
-  torch::Tensor own_m = kd_step_->optimizer().exp_avg().contiguous();
-  torch::Tensor own_v = kd_step_->optimizer().exp_avg_sq().contiguous();
-  const StateMeta meta = CurrentMeta();
-  if (step < global_step_) {
+  if (named && step < global_step_) {
+    last_checkpoint_handled_ = id;
+    ack.set_checkpoint_id(id);
     ack.set_error("checkpoint " + std::to_string(id) + " was named for step " +
                   std::to_string(step) + ", which this worker had already passed (step " +
                   std::to_string(global_step_) + ")");
-  } else {
+    LOG_WARN("trainer") << "checkpoint " << id << " failed on this worker: " << ack.error();
+    auto acked = client_->AckCheckpoint(ack);
+    if (!acked.ok())
+      LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
+    if (!periodic) return;
+  }
+  v1::BeginCheckpointRequest begin;
+  begin.set_member_id(a.member_id);
+  begin.set_generation(a.generation.number());
+  begin.set_step(global_step_);
+  auto started = client_->BeginCheckpoint(begin);
+  if (!started.ok()) {
+    LOG_WARN("trainer") << "checkpoint at step " << global_step_
+                        << " not written: " << started.status();
+    return;  // the coordinator aborts it (new generation) or it times out there
+  }
+  id = started->checkpoint_id();
+  last_checkpoint_handled_ = id;
+  ack.set_checkpoint_id(id);
+  // Snapshot the state right after this step (the live optimizer range): a memory copy, so
+  // the next step may run while the writer thread writes it.
+  const auto& range = kd_step_->optimizer().range();
+  auto shard = std::make_shared<ShardSnapshot>();
+  shard->params = kd_step_->flat().params().slice(0, range.offset, range.end()).clone();
+  shard->exp_avg = kd_step_->optimizer().exp_avg().clone();
+  shard->exp_avg_sq = kd_step_->optimizer().exp_avg_sq().clone();
+  const StateMeta meta = CurrentMeta();
+  checkpoint::ShardHeader& h = shard->header;
+  h.rank = comm_->rank();
+  h.world_size = comm_->size();
+  h.generation = a.generation.number();
+  h.seed = job_.seed();
+  h.global_step = meta.global_step;
+  h.optimizer_step = meta.optimizer_step;
+  h.epoch = meta.epoch;
+  h.step_in_epoch = meta.step_in_epoch;
+  h.total_elements = kd_step_->flat().numel();
+  h.range_offset = range.offset;
+  h.range_count = range.count;
+  const std::string dir = started->dir();
+  const int64_t at = global_step_;
+  CoordinatorClient* client = client_;
+  bool queued = shard_writer_.Submit([shard, dir, ack, id, at, client]() mutable {
     const auto t0 = std::chrono::steady_clock::now();
-    v1::BeginCheckpointRequest begin;
-    begin.set_member_id(a.member_id);
-    begin.set_generation(a.generation.number());
-    begin.set_step(step);
-    auto started = client_->BeginCheckpoint(begin);
-    if (!started.ok()) {
-      LOG_WARN("trainer") << "checkpoint " << id << " not written: " << started.status();
-      return;  // the coordinator aborts it (new generation) or it times out there
-    }
     checkpoint::ShardView view;
-    view.header.rank = comm_->rank();
-    view.header.world_size = comm_->size();
-    view.header.generation = a.generation.number();
-    view.header.seed = job_.seed();
-    view.header.global_step = meta.global_step;
-    view.header.optimizer_step = meta.optimizer_step;
-    view.header.epoch = meta.epoch;
-    view.header.step_in_epoch = meta.step_in_epoch;
-    view.header.total_elements = kd_step_->flat().numel();
-    view.header.range_offset = range.offset;
-    view.header.range_count = range.count;
-    view.params = own_p.data_ptr<float>();
-    view.exp_avg = own_m.data_ptr<float>();
-    view.exp_avg_sq = own_v.data_ptr<float>();
-    auto file = checkpoint::WriteShard(started->dir(), view);
+    view.header = shard->header;
+    view.params = shard->params.data_ptr<float>();
+    view.exp_avg = shard->exp_avg.data_ptr<float>();
+    view.exp_avg_sq = shard->exp_avg_sq.data_ptr<float>();
+    auto file = checkpoint::WriteShard(dir, view);
     if (file.ok()) {
       *ack.add_files() = *file;
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      LOG_INFO("trainer") << "checkpoint " << id << " at step " << step << ": wrote "
-                          << file->size_bytes() << " bytes in " << seconds << " s to "
-                          << started->dir() << "/" << file->path();
+      LOG_INFO("trainer") << "checkpoint " << id << " at step " << at << ": wrote "
+                          << file->size_bytes() << " bytes in " << seconds << " s to " << dir << "/"
+                          << file->path();
     } else {
       ack.set_error(file.status().ToString());
+      LOG_WARN("trainer") << "checkpoint " << id << " failed on this worker: " << ack.error();
     }
+    shard.reset();  // free the snapshot before the ack round trip
+    auto acked = client->AckCheckpoint(ack);
+    if (!acked.ok())
+      LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
+    else if (acked->committed())
+      LOG_INFO("trainer") << "checkpoint " << id << " committed at step " << at;
+  });
+  if (!queued) {
+    ack.set_error("the shard writer is still busy with " + std::to_string(shard_writer_.pending()) +
+                  " earlier checkpoint(s); checkpoint " + std::to_string(id) + " at step " +
+                  std::to_string(at) + " skipped");
+    LOG_WARN("trainer") << ack.error();
+    auto acked = client_->AckCheckpoint(ack);
+    if (!acked.ok())
+      LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
   }
-  if (!ack.error().empty())
-    LOG_WARN("trainer") << "checkpoint " << id << " failed on this worker: " << ack.error();
-  auto acked = client_->AckCheckpoint(ack);
-  if (!acked.ok())
-    LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
-  else if (acked->committed())
-    LOG_INFO("trainer") << "checkpoint " << id << " committed at step " << step;
 }
 
 StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assignment& a) {
@@ -110,7 +151,8 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
                               [&] { return client_->GetCheckpoint(req); });
     if (!latest.ok()) {
       LOG_WARN("trainer") << "cannot list checkpoints: " << latest.status();
-    } else if (latest->found()) {
+    } else if (latest->found() || latest->committed_checkpoints_size() > 0) {
+      // The list, even when the newest manifest is unreadable: an older one may be usable.
       std::vector<uint64_t> ids(latest->committed_checkpoints().begin(),
                                 latest->committed_checkpoints().end());
       if (ids.empty()) ids.push_back(latest->manifest().checkpoint_id());
@@ -134,6 +176,7 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
   const auto& range = kd_step_->optimizer().range();
   torch::Tensor own_p = torch::empty({range.count}), own_m = torch::empty({range.count}),
                 own_v = torch::empty({range.count});
+  std::string rejected;
   for (uint64_t id : ids) {
     // Every rank reads its own new range; all agree to use the checkpoint only when every
     // rank could read (and verify) its part.
@@ -169,6 +212,9 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     if (failures > 0) {
       LOG_WARN("trainer") << "checkpoint " << id << " could not be read by " << failures
                           << " rank(s); trying the previous one";
+      rejected += "; checkpoint " + std::to_string(id) + ": unreadable on " +
+                  std::to_string(static_cast<int>(failures)) + " rank(s)" +
+                  (mine.ok() ? "" : " (here: " + mine.message().substr(0, 300) + ")");
       continue;
     }
     // Parameters are replicated: gather every rank's range.
@@ -187,6 +233,11 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
                         << comm_->size() << ")";
     return true;
   }
+  if (!ids.empty())
+    return DataLossError("the job has " + std::to_string(ids.size()) +
+                         " committed checkpoint(s) and none can be read" + rejected +
+                         "; refusing to start over from step 0 (the operator restarts the "
+                         "coordinator with --restart-from-scratch to do that)");
   return false;
 }
 

@@ -48,6 +48,14 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
   return layout;
 }
 
+// Identifies a member's process across coordinator restarts, which give it a new member id:
+// a process that re-joined keeps (node, local_rank, incarnation); a restarted one does not.
+std::string MemberProcessKey(const v1::Member& m) {
+  if (m.identity().incarnation().empty()) return m.member_id();  // coordinator hides it
+  return m.identity().node() + "/" + std::to_string(m.identity().local_rank()) + "/" +
+         m.identity().incarnation();
+}
+
 }  // namespace
 
 TrainingSession::TrainingSession(TrainingOptions options, CoordinatorClient* client)
@@ -87,7 +95,7 @@ void TrainingSession::OnGeneration(const v1::Generation& generation, const std::
   if (!running_comm_ || generation.number() <= running_comm_->generation()) return;
   for (const auto& id : running_members_) {
     bool still_member = false;
-    for (const auto& m : generation.members()) still_member |= m.member_id() == id;
+    for (const auto& m : generation.members()) still_member |= MemberProcessKey(m) == id;
     if (!still_member) {
       // A member left without an agreed switch (evicted: dead or silent). Collectives with it
       // would only end at their deadline; abort them now. Harmless after an agreed switch,
@@ -142,6 +150,9 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
 void TrainingSession::TrainingThread() {
   Status s = Train();
   if (!s.ok()) LOG_ERROR("trainer") << "training stopped: " << s;
+  if (!shard_writer_.Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
+    LOG_WARN("trainer") << "a checkpoint shard is still being written after "
+                        << options_.comm_timeout_ms << " ms; leaving without its ack";
   {
     std::lock_guard<std::mutex> lock(mu_);
     result_ = s;
@@ -200,6 +211,7 @@ Status TrainingSession::Train() {
     if (!a) return Status::Ok();  // leaving before (or between) generations
     stuck_deadline.reset();
     Status s = StartGeneration(*a);
+    if (s.code() == StatusCode::kDataLoss) return s;  // no usable checkpoint: never from step 0
     if (!s.ok()) {
       // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
       // for the coordinator's next generation.
@@ -289,7 +301,7 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_comm_ = comm_.get();
-    for (const auto& m : g.members()) running_members_.push_back(m.member_id());
+    for (const auto& m : g.members()) running_members_.push_back(MemberProcessKey(m));
   }
 
   trainer::ShardPlan plan;
@@ -396,6 +408,10 @@ void TrainingSession::WriteMetrics(const trainer::StepResult& r, double samples_
 }
 
 Status TrainingSession::Finish(const Assignment& a) {
+  // A checkpoint at the last step commits only if every rank acks it before any leaves: the
+  // all-reduce below orders every rank's ack before every rank's leave.
+  if (!shard_writer_.Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
+    LOG_WARN("trainer") << "the last checkpoint's shard is still being written";
   // Top-1 on the test split: each rank evaluates a contiguous slice; counts are all-reduced.
   const int64_t n = test_set_->size();
   const int world = comm_->size(), rank = comm_->rank();

@@ -38,6 +38,7 @@
 #include "worker/peer_replica.h"
 #include "worker/recovery_plan.h"
 #include "worker/shard_comm_adapter.h"
+#include "worker/shard_writer.h"
 #include "worker/worker_agent.h"
 
 namespace retort::worker {
@@ -115,12 +116,14 @@ class TrainingSession final : public GenerationHandler {
   // Waits for a collective on comm_ with the session's collective deadline.
   Status Await(const collectives::WorkPtr& work) const;
   // Coordinated checkpoints (session_checkpoint.cc).
-  // Writes this rank's shard when the coordinator named the step just completed, and acks it.
-  // Failures are logged and acked as errors (the coordinator aborts that checkpoint); training
-  // goes on.
+  // At the step the coordinator named, or at a multiple of checkpoint.every_steps: begins the
+  // checkpoint, snapshots this rank's range and queues the shard write and its ack on
+  // shard_writer_ (training goes on meanwhile). Failures are logged and acked as errors (the
+  // coordinator aborts that checkpoint); training goes on.
   void WriteCheckpointIfDue(const Assignment& a);
   // Loads the newest committed checkpoint every rank can read (a corrupt or truncated one is
-  // skipped for the previous one). False when the job has none.
+  // skipped for the previous one). False when the job has none; DATA_LOSS naming each
+  // checkpoint when it has some and none can be read (the job never silently restarts at 0).
   StatusOr<bool> RestoreFromCheckpoint(const Assignment& a);
   // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
   StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
@@ -149,6 +152,10 @@ class TrainingSession final : public GenerationHandler {
   trainer::data::SamplerState position_;
   PeerReplica replica_;
   uint64_t last_checkpoint_handled_ = 0;
+  int64_t last_periodic_checkpoint_step_ = -1;
+  // Writes checkpoint shards in the background (session_checkpoint.cc); drained before the
+  // worker leaves so that a checkpoint at the last step still commits.
+  ShardWriter shard_writer_;
   int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;
@@ -159,9 +166,10 @@ class TrainingSession final : public GenerationHandler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Assignment> latest_;  // GUARDED_BY(mu_)
-  // The communicator the training thread uses and its generation's member ids: a newer
-  // generation without one of them means a member died, and the communicator is aborted so a
-  // collective blocked on the dead peer returns at once.
+  // The communicator the training thread uses and its generation's member processes
+  // (node/local_rank/incarnation): a newer generation without one of them means a member died,
+  // and the communicator is aborted so a collective blocked on the dead peer returns at once.
+  // (Member ids change when a coordinator restart makes everyone re-join; processes do not.)
   collectives::Communicator* running_comm_ = nullptr;  // GUARDED_BY(mu_)
   std::vector<std::string> running_members_;           // GUARDED_BY(mu_)
   bool leaving_ = false;                               // GUARDED_BY(mu_)

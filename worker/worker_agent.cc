@@ -1,6 +1,8 @@
 #include "worker/worker_agent.h"
 
+#include <algorithm>
 #include <random>
+#include <thread>
 
 #include "common/backoff.h"
 #include "common/deadline.h"
@@ -20,6 +22,8 @@ std::string RandomIncarnation() {
 
 // How long training may take to reach a step boundary before the member leaves anyway.
 constexpr int64_t kLeaveGraceMs = 120000;
+// How long a worker that completed the job retries telling an unreachable coordinator.
+constexpr int64_t kCompletedLeaveRetryMs = 30000;
 
 bool Retryable(StatusCode c) {
   return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded ||
@@ -244,6 +248,17 @@ Status WorkerAgent::Run() {
   }
   leave.set_reason(leave_reason.substr(0, 1000));
   Status s = client_->Leave(leave);
+  if (leave_reason == "completed") {
+    // The job's completion must reach the coordinator even when it is restarting right now
+    // (a restarted one accepts it from a member of its previous run): retry while it is away.
+    Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(2000));
+    Deadline deadline = Deadline::AfterMs(kCompletedLeaveRetryMs);
+    while (!s.ok() && Retryable(s.code()) && !deadline.Expired()) {
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+          backoff.Next(), std::chrono::milliseconds(deadline.RemainingMs() + 1)));
+      s = client_->Leave(leave);
+    }
+  }
   if (s.ok())
     LOG_INFO("worker") << "left the job (" << leave_reason << ")";
   else if (s.code() != StatusCode::kNotFound)

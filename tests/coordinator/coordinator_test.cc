@@ -4,124 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "common/file_util.h"
-#include "testing/subprocess.h"
+#include "tests/coordinator/coordinator_fixture.h"
 
 namespace retort::coordinator {
 namespace {
 
 using std::chrono::milliseconds;
-
-class RecordingListener : public GenerationListener {
- public:
-  void OnGeneration(std::shared_ptr<const v1::Generation> g) override { seen.push_back(g); }
-  std::vector<std::shared_ptr<const v1::Generation>> seen;
-};
-
-v1::JobSpec TestJob(int min_workers = 1, int max_workers = 8) {
-  v1::JobSpec job;
-  job.set_name("test-job");
-  job.mutable_teacher()->set_preset("fm-teacher");
-  job.mutable_student()->set_preset("fm-student");
-  job.set_steps(100);
-  job.mutable_elastic()->set_min_workers(min_workers);
-  job.mutable_elastic()->set_max_workers(max_workers);
-  job.mutable_checkpoint()->set_keep(2);
-  return job;
-}
-
-class CoordinatorTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = testing::MakeTempDir("retort_coord");
-    opts_.state_dir = dir_ + "/state";
-    opts_.settle_ms = 100;
-    opts_.eviction_timeout_ms = 2000;
-    opts_.heartbeat_interval_ms = 500;
-    Restart(TestJob());
-  }
-  void Restart(std::optional<v1::JobSpec> job) {
-    if (c_) c_->UnsubscribeGenerations(&listener_);
-    c_.reset();
-    auto c = Coordinator::Create(opts_, job, &clock_);
-    ASSERT_TRUE(c.ok()) << c.status();
-    c_ = std::move(c).value();
-    listener_.seen.clear();
-    c_->SubscribeGenerations(&listener_);
-  }
-  void TearDown() override {
-    if (c_) c_->UnsubscribeGenerations(&listener_);
-  }
-  v1::JoinRequest Identity(const std::string& node, int local_rank, const std::string& inc = "i1") {
-    v1::JoinRequest r;
-    r.mutable_identity()->set_node(node);
-    r.mutable_identity()->set_local_rank(local_rank);
-    r.mutable_identity()->set_incarnation(inc);
-    r.mutable_identity()->set_data_address("127.0.0.1:1");
-    r.set_parameter_count(10000);
-    return r;
-  }
-  std::string JoinOk(const std::string& node, int local_rank, const std::string& inc = "i1") {
-    auto r = c_->Join(Identity(node, local_rank, inc));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->member_id() : "";
-  }
-  void Settle() {
-    clock_.Advance(milliseconds(opts_.settle_ms + 1));
-    c_->Tick();
-  }
-  void HeartbeatAll(const std::vector<std::string>& ids) {
-    for (const auto& id : ids) {
-      v1::HeartbeatRequest hb;
-      hb.set_member_id(id);
-      ASSERT_TRUE(c_->Heartbeat(hb).ok());
-    }
-  }
-
-  // Every member writes a 10-byte file and acks checkpoint `id` at `step`; returns whether the
-  // last ack committed it.
-  bool WriteAndAckCheckpoint(const std::vector<std::string>& ids, uint64_t gen, int64_t step) {
-    v1::BeginCheckpointRequest begin;
-    begin.set_member_id(ids[0]);
-    begin.set_generation(gen);
-    begin.set_step(step);
-    auto b = c_->BeginCheckpoint(begin);
-    EXPECT_TRUE(b.ok()) << b.status();
-    if (!b.ok() || !MakeDirectories(b->dir()).ok()) return false;
-    bool committed = false;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      std::string file = "shard-" + std::to_string(i) + ".bin";
-      EXPECT_TRUE(WriteFileAtomically(b->dir() + "/" + file, "0123456789").ok());
-      v1::AckCheckpointRequest ack;
-      ack.set_member_id(ids[i]);
-      ack.set_generation(gen);
-      ack.set_checkpoint_id(b->checkpoint_id());
-      auto* f = ack.add_files();
-      f->set_path(file);
-      f->set_size_bytes(10);
-      f->set_rank(static_cast<int>(i));
-      auto resp = c_->AckCheckpoint(ack);
-      EXPECT_TRUE(resp.ok()) << resp.status();
-      committed = resp.ok() && resp->committed();
-    }
-    return committed;
-  }
-  // Heartbeat reporting `step` at `step_seconds` per step; returns the directives.
-  v1::Directives HeartbeatAtStep(const std::string& id, int64_t step, double step_seconds) {
-    v1::HeartbeatRequest hb;
-    hb.set_member_id(id);
-    hb.set_step(step);
-    hb.mutable_metrics()->set_step_seconds(step_seconds);
-    auto r = c_->Heartbeat(hb);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->directives() : v1::Directives();
-  }
-
-  std::string dir_;
-  CoordinatorOptions opts_;
-  FakeClock clock_;
-  RecordingListener listener_;
-  std::unique_ptr<Coordinator> c_;
-};
 
 TEST_F(CoordinatorTest, JoinsSettleIntoOneGenerationWithNodeMajorRanksAndPlan) {
   JoinOk("n1", 0);
@@ -397,6 +285,7 @@ TEST_F(CoordinatorTest, GenerationNumbersSurviveRestartAndGrow) {
   Restart(std::nullopt);  // resumes from state dir without a job spec
   auto id = JoinOk("n0", 0);
   EXPECT_EQ(id.rfind("w2-", 0), 0u) << "member ids carry the boot count: " << id;
+  JoinOk("n0", 1);  // the previous generation is back: no re-join grace to wait out
   Settle();
   EXPECT_GT(listener_.seen.back()->number(), before);
 }
@@ -559,29 +448,57 @@ TEST_F(CoordinatorTest, PeriodicCheckpointsAreNamedAheadOfTheMembers) {
   EXPECT_EQ(c_->GetStatus().last_checkpoint_step(), 10);
 
   EXPECT_EQ(HeartbeatAtStep(a, 12, 1.0).checkpoint_id(), 0u);
-  // Members jumped to 29 (e.g. slow heartbeats): step 30 is too close to be heard in time, so
-  // the next checkpoint is 40, named once the members are within reach of it.
-  EXPECT_EQ(HeartbeatAtStep(a, 29, 1.0).checkpoint_id(), 0u);
-  d = HeartbeatAtStep(b, 36, 1.0);
+  // Members jumped to 29 (e.g. slow heartbeats): step 30 is still named (members begin every
+  // multiple on their own as well, so none depends on hearing of it in time).
+  d = HeartbeatAtStep(a, 29, 1.0);
   ASSERT_NE(d.checkpoint_id(), 0u);
-  EXPECT_EQ(d.checkpoint_step(), 40);
-
-  // Fast steps widen the margin: 0.05 s per step -> 25 steps of margin.
-  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 40));
-  EXPECT_EQ(HeartbeatAtStep(b, 40, 0.05).checkpoint_id(), 0u) << "a still reports 1 s steps";
-  d = HeartbeatAtStep(a, 41, 0.05);
-  ASSERT_NE(d.checkpoint_id(), 0u);
-  EXPECT_EQ(d.checkpoint_step(), 70) << "first multiple of 10 at least 25 steps ahead of 41";
+  EXPECT_EQ(d.checkpoint_step(), 30);
+  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 30));
 
   // A paused job names none.
-  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 70));
   ASSERT_TRUE(c_->Pause().ok());
-  EXPECT_EQ(HeartbeatAtStep(a, 79, 1.0).checkpoint_id(), 0u);
+  EXPECT_EQ(HeartbeatAtStep(a, 37, 1.0).checkpoint_id(), 0u);
   ASSERT_TRUE(c_->Resume().ok());
-  EXPECT_EQ(HeartbeatAtStep(a, 79, 1.0).checkpoint_id(), 0u)
-      << "step 80 is within the margin now, step 90 not close yet";
-  d = HeartbeatAtStep(a, 86, 1.0);
-  EXPECT_EQ(d.checkpoint_step(), 90);
+  d = HeartbeatAtStep(a, 37, 1.0);
+  EXPECT_EQ(d.checkpoint_step(), 40);
+}
+
+TEST_F(CoordinatorTest, EveryMultipleGetsACheckpointWhenTheMarginExceedsTheInterval) {
+  // 0.05 s steps against 0.5 s heartbeats: a 25-step margin, longer than every_steps = 10.
+  // Rounding the next checkpoint up to the first multiple a margin ahead skipped 50 and 60.
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  opts_.state_dir = dir_ + "/periodic-fast";
+  Restart(job);
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t gen = listener_.seen.back()->number();
+  std::vector<int64_t> committed;
+  int64_t step = 1;
+  for (int round = 0; round < 6 && step < 100; ++round) {
+    v1::Directives d = HeartbeatAtStep(a, step, 0.05);
+    HeartbeatAtStep(b, step, 0.05);
+    ASSERT_NE(d.checkpoint_id(), 0u) << "at step " << step;
+    ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, d.checkpoint_step()));
+    committed.push_back(d.checkpoint_step());
+    step = d.checkpoint_step() + 1;  // the commit lands a step after the checkpoint
+  }
+  EXPECT_EQ(committed, (std::vector<int64_t>{10, 20, 30, 40, 50, 60}));
+}
+
+TEST_F(CoordinatorTest, MembersBeginAPeriodicCheckpointNobodyNamed) {
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  opts_.state_dir = dir_ + "/periodic-begun";
+  Restart(job);
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  uint64_t gen = listener_.seen.back()->number();
+  // No heartbeat reported progress (the coordinator was away): the members begin step 20.
+  ASSERT_TRUE(WriteAndAckCheckpoint({a, b}, gen, 20));
+  EXPECT_EQ(c_->GetStatus().last_checkpoint_step(), 20);
+  EXPECT_EQ(HeartbeatAtStep(a, 21, 1.0).checkpoint_id(), 0u) << "30 is 9 steps away";
+  EXPECT_EQ(HeartbeatAtStep(a, 26, 1.0).checkpoint_step(), 30);
 }
 
 TEST_F(CoordinatorTest, FailedPeriodicCheckpointIsNotRetriedAtTheSameStep) {

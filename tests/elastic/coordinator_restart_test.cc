@@ -4,9 +4,11 @@
 // workers came back too close to the job's end, is refused saying so).
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "elastic/scenario_test.h"
 
@@ -107,6 +109,99 @@ TEST_F(CoordinatorRestartTest, KillNineCoordinatorTrainingContinuesAndCheckpoint
   ExpectNoLostSteps(m, job, lines_before, step_before);
   EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
   ExpectSameTrajectory(m.lines, "coordinator kill -9 and restart");
+}
+
+// Issue 23.1: the first worker to re-join a restarted coordinator formed a generation alone,
+// could not cover the previous generation's optimizer ranges from its own replicas, went back
+// to the last disk checkpoint and the others' newer in-memory state was thrown away. Here two
+// of three workers are held (SIGSTOP) while the coordinator restarts, so worker 0 re-joins
+// alone, well before them; the restarted coordinator must wait for them (--rejoin-grace-ms,
+// 10 s by default) and the job must go on from the step it had reached.
+TEST_F(CoordinatorRestartTest, KillNineCoordinatorWithWorkersSlowToRejoinLosesNoStep) {
+  JobOptions job;
+  job.min_workers = 1;
+  job.max_workers = 3;
+  job.checkpoint_every_steps = 10;  // a disk checkpoint to fall back to (the loss it caused)
+  LoadReference(job);
+  ClusterOptions options;
+  options.port = PickFreePort();
+  ASSERT_GT(options.port, 0);
+  auto c = StartCluster(job, 3, options);
+  ASSERT_TRUE(c->WaitForWorld(3, 14, kStartup)) << c->Logs();
+  StatusView before;
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &before));
+
+  c->coordinator().Signal(SIGKILL);
+  ASSERT_TRUE(c->coordinator().Wait(milliseconds(5000)).has_value());
+  const int slow[] = {c->WorkerIndexForLocalRank(1), c->WorkerIndexForLocalRank(2)};
+  for (int w : slow) c->worker(w).Signal(SIGSTOP);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  const size_t lines_before = c->Metrics().lines.size();
+  const int64_t step_before = c->LastStep();
+
+  std::string error;
+  ASSERT_TRUE(c->StartCoordinator(milliseconds(15000), &error)) << error;
+  // Worker 0 re-joins; give the coordinator well over its settle time (300 ms) to form a
+  // generation of one, as it did before the fix. The held workers must be continued before
+  // worker 0's collectives with them reach their 5 s deadline.
+  StatusView lone;
+  EXPECT_TRUE(c->WaitForStatus([](const StatusView& s) { return s.members.size() == 1; },
+                               milliseconds(3000), &lone))
+      << "worker 0 did not re-join on its own: " << lone.raw;
+  std::this_thread::sleep_for(milliseconds(1000));
+  std::optional<StatusView> waiting = c->Status();
+  const auto held = std::chrono::steady_clock::now() - stopped_at;
+  for (int w : slow) c->worker(w).Signal(SIGCONT);
+  std::cout << "[ measured ] workers 1 and 2 held for "
+            << std::chrono::duration_cast<milliseconds>(held).count()
+            << " ms after the coordinator kill (worker 0 re-joined alone meanwhile)\n";
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->generation, before.generation)
+      << "a generation formed with the first re-joiner alone: " << waiting->raw;
+
+  StatusView after;
+  ASSERT_TRUE(c->WaitForStatus(
+      [&](const StatusView& s) {
+        return s.members.size() == 3 && s.AllRanked() && s.generation > before.generation;
+      },
+      kEvent, &after))
+      << "the workers did not re-form one generation: " << after.raw << "\n"
+      << c->Logs();
+  ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
+
+  MetricsFile m = c->Metrics();
+  for (size_t i = 1; i < m.lines.size(); ++i)
+    EXPECT_GT(m.lines[i].step, m.lines[i - 1].step)
+        << "metrics went back from step " << m.lines[i - 1].step << " to " << m.lines[i].step
+        << " (generation " << m.lines[i].generation << ")";
+  ExpectNoLostSteps(m, job, lines_before, step_before);
+  EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
+  for (const auto& line : m.lines)
+    if (line.generation > before.generation) {
+      EXPECT_EQ(line.world_size, 3) << "step " << line.step << " ran in a generation without "
+                                    << "every previous member";
+    }
+  ExpectSameTrajectory(m.lines, "coordinator kill -9, two workers slow to re-join");
+}
+
+// Issue 23.3: with checkpoint.every_steps the job commits a checkpoint at every multiple.
+TEST_F(CoordinatorRestartTest, PeriodicCheckpointsCommitAtEveryMultiple) {
+  JobOptions job;
+  job.min_workers = 1;
+  job.max_workers = 3;
+  job.checkpoint_every_steps = 20;
+  LoadReference(job);
+  auto c = StartCluster(job, 3);
+  ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
+  std::set<int64_t> committed;
+  const std::string log = c->coordinator().Log();
+  std::regex re(R"(checkpoint \d+ committed at step (\d+))");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it)
+    committed.insert(std::stoll((*it)[1]));
+  EXPECT_EQ(committed, (std::set<int64_t>{20, 40, 60, 80, 100, 120})) << log.substr(0, 6000);
 }
 
 }  // namespace

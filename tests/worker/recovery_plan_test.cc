@@ -118,5 +118,31 @@ TEST(RecoveryPlanTest, IncompleteFirstSnapshotOfANewGenerationFallsBackToTheOlde
   EXPECT_EQ(plan.contributes_predecessor, (std::vector<bool>{false, true}));
 }
 
+TEST(RecoveryPlanTest, SurvivorsMemoryWinsOverANewerGenerationThatWentBackToDisk) {
+  // Generation 5 had 3 ranks at step 181. After a coordinator restart old rank 0 re-joined
+  // alone: generation 6 could not cover generation 5's ranges, loaded the checkpoint at step
+  // 109 and reached step 115. Old ranks 1 and 2 come back holding step 181 in memory.
+  StateDescriptor lone = Survivor(6, 0, 1, 114, 115);
+  auto plan = PlanRecovery({lone, Survivor(5, 1, 3, 180, 181), Survivor(5, 2, 3, 180, 181)});
+  ASSERT_EQ(plan.kind, RecoveryPlan::kReplicas) << plan.reason;
+  EXPECT_EQ(plan.meta.global_step, 181) << plan.reason;
+  EXPECT_EQ(plan.contributes_own, (std::vector<bool>{false, true, true}));
+  // Range 0 comes from old rank 1's replica of its predecessor.
+  EXPECT_EQ(plan.contributes_predecessor, (std::vector<bool>{false, true, false}));
+  // The same with an agreed switch in generation 5: its full state at 181 wins as well.
+  StateDescriptor saved = Survivor(5, 1, 3, 180, 181);
+  saved.full = At(181);
+  plan = PlanRecovery({lone, saved});
+  ASSERT_EQ(plan.kind, RecoveryPlan::kFullState) << plan.reason;
+  EXPECT_EQ(plan.source, 1);
+  EXPECT_EQ(plan.meta.global_step, 181);
+}
+
+TEST(RecoveryPlanTest, EqualStepsPreferTheNewerGeneration) {
+  auto plan = PlanRecovery({Survivor(6, 0, 1, 40, 41), Survivor(5, 0, 1, 40, 41)});
+  ASSERT_EQ(plan.kind, RecoveryPlan::kReplicas);
+  EXPECT_EQ(plan.contributes_own, (std::vector<bool>{true, false}));
+}
+
 }  // namespace
 }  // namespace retort::worker
