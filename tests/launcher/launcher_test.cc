@@ -184,7 +184,7 @@ TEST_F(LauncherTest, BelowMinWorkersFailsWithTheReason) {
 // nothing run), then with --fresh (runs again from scratch: metrics start over).
 TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvaluated) {
   JobOptions job;
-  job.steps = 4;
+  job.steps = 6;  // at least the trajectory's warmup_steps (5)
   const std::string dir = NewRun(job);
   const std::string out = dir + "/out";
   {
@@ -196,7 +196,7 @@ TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvalu
     EXPECT_THAT(run.Log(), HasSubstr("retort-run: result: student top-1 not evaluated"));
     EXPECT_THAT(run.Log(), HasSubstr("RESULT not evaluated {"));
   }
-  ASSERT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 4u);
+  ASSERT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 6u);
   EXPECT_TRUE(std::filesystem::exists(out + "/state/state.json")) << "state lives in the run's dir";
   EXPECT_TRUE(std::filesystem::exists(out + "/student.safetensors"));
   std::ifstream in(out + "/result.json");
@@ -204,7 +204,7 @@ TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvalu
   EXPECT_EQ(result.at("evaluated"), false) << result.dump();
   EXPECT_FALSE(result.contains("student_top1")) << result.dump();
   EXPECT_FALSE(result.contains("test_samples")) << result.dump();
-  EXPECT_EQ(result.at("steps"), 4);
+  EXPECT_EQ(result.at("steps"), 6);
 
   {
     LaunchedJob again(dir + "/job.yaml", {"--workers=1"}, dir + "/again.log");
@@ -216,7 +216,7 @@ TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvalu
     EXPECT_THAT(again.Log(), ::testing::Not(HasSubstr("started (pid")))
         << "nothing may start for a completed job";
   }
-  EXPECT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 4u);
+  EXPECT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 6u);
 
   {
     LaunchedJob fresh(dir + "/job.yaml", {"--workers=1", "--fresh"}, dir + "/fresh.log");
@@ -227,15 +227,15 @@ TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvalu
     EXPECT_THAT(fresh.LastLine(), HasSubstr("retort-run: finished after"));
   }
   MetricsFile m = ReadMetrics(out + "/metrics.jsonl");
-  EXPECT_EQ(m.lines.size(), 4u) << "--fresh starts the metrics over";
-  EXPECT_EQ(MissingSteps(m.lines, 4), "");
+  EXPECT_EQ(m.lines.size(), 6u) << "--fresh starts the metrics over";
+  EXPECT_EQ(MissingSteps(m.lines, 6), "");
 }
 
 // Many short jobs in a row: every one completes, every process exits by itself with status 0
 // (the launcher never needs SIGTERM), and nothing aborts at shutdown.
 TEST_F(LauncherTest, FiftyShortJobsInARowEndCleanly) {
   JobOptions job;
-  job.steps = 2;
+  job.steps = 5;  // at least the trajectory's warmup_steps
   job.global_batch = 16;
   const int kJobs = 50;
   const auto start = std::chrono::steady_clock::now();
@@ -250,10 +250,10 @@ TEST_F(LauncherTest, FiftyShortJobsInARowEndCleanly) {
     for (const char* bad : {"exited with status", "sending SIGTERM", "Assertion", "SIGABRT",
                             "terminate called", "Sanitizer"})
       ASSERT_THAT(log, ::testing::Not(HasSubstr(bad))) << "job " << i << "\n" << log;
-    ASSERT_EQ(ReadMetrics(dir + "/out/metrics.jsonl").lines.size(), 2u) << "job " << i;
+    ASSERT_EQ(ReadMetrics(dir + "/out/metrics.jsonl").lines.size(), 5u) << "job " << i;
     std::filesystem::remove_all(dir);
   }
-  std::cout << "[ measured ] " << kJobs << " short jobs (2 workers, 2 steps) under retort-run: "
+  std::cout << "[ measured ] " << kJobs << " short jobs (2 workers, 5 steps) under retort-run: "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
             << " s\n";
 }
