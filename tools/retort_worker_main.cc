@@ -1,7 +1,8 @@
 // retort-worker: one training process of a retort job. Joins the coordinator, follows its
 // generations and leaves cleanly on SIGTERM/SIGINT or when the coordinator asks it to.
-// Exit status: 0 left the job (completed, drained, stopped, or SIGTERM/SIGINT at any moment,
-// also before joining); 1 an error (the message says which); 2 a usage error.
+// Exit status: 0 left the job (completed, also before this worker could join; drained; stopped;
+// SIGTERM/SIGINT at any moment, also before joining); 1 an error (the message says which);
+// 2 a usage error.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
@@ -190,6 +191,13 @@ int main(int argc, char** argv) {
   // Stopped by a signal before it joined: a requested stop like any other, not an error.
   if (!s.ok() && s.code() == StatusCode::kCancelled && signalled.load()) {
     LOG_INFO("worker") << "stopped before joining the job";
+    return 0;
+  }
+  // The job completed before this worker could join (the coordinator refuses members of a
+  // completed job with "job is completed; ..."): nothing to do, like a worker that finished it.
+  if (!s.ok() && s.code() == StatusCode::kFailedPrecondition &&
+      s.message().rfind("job is completed", 0) == 0) {
+    LOG_INFO("worker") << "the job is already completed; nothing to do";
     return 0;
   }
   if (!s.ok()) {
