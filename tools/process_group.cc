@@ -88,4 +88,9 @@ bool ProcessGroup::AllExited() {
   return true;
 }
 
+void ProcessGroup::WaitForOutput() {
+  for (size_t i = 0; i < children_.size(); ++i)
+    if (Poll(static_cast<int>(i)) && children_[i]->reader.joinable()) children_[i]->reader.join();
+}
+
 }  // namespace retort::tools

@@ -25,6 +25,10 @@ class ProcessGroup {
   void Signal(int i, int sig);
   void SignalAll(int sig);
   bool AllExited();
+  // Blocks until every exited child's output has been copied (its reader thread saw EOF). Call
+  // after AllExited(), before printing lines that must come last.
+  void WaitForOutput();
+  pid_t pid(int i) const { return children_[i]->pid; }
   size_t size() const { return children_.size(); }
   const std::string& name(int i) const { return children_[i]->name; }
 

@@ -1,9 +1,13 @@
 // retort-worker: one training process of a retort job. Joins the coordinator, follows its
 // generations and leaves cleanly on SIGTERM/SIGINT or when the coordinator asks it to.
+// Exit status: 0 left the job (completed, also before this worker could join; drained; stopped;
+// SIGTERM/SIGINT at any moment, also before joining); 1 an error (the message says which);
+// 2 a usage error.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <sstream>
 
@@ -172,8 +176,10 @@ int main(int argc, char** argv) {
 #if RETORT_WORKER_WITH_TRAINER
   if (session) session->AttachAgent(&agent);
 #endif
-  tools::TerminationSignalWatcher signal_watcher([&agent](int sig) {
+  std::atomic<bool> signalled{false};
+  tools::TerminationSignalWatcher signal_watcher([&agent, &signalled](int sig) {
     LOG_INFO("worker") << "signal " << sig << ": leaving at the next step boundary";
+    signalled = true;
     agent.RequestStop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   });
   Status s = agent.Run();
@@ -182,6 +188,18 @@ int main(int argc, char** argv) {
   session.reset();  // joins the training thread
 #endif
   if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  // Stopped by a signal before it joined: a requested stop like any other, not an error.
+  if (!s.ok() && s.code() == StatusCode::kCancelled && signalled.load()) {
+    LOG_INFO("worker") << "stopped before joining the job";
+    return 0;
+  }
+  // The job completed before this worker could join (the coordinator refuses members of a
+  // completed job with "job is completed; ..."): nothing to do, like a worker that finished it.
+  if (!s.ok() && s.code() == StatusCode::kFailedPrecondition &&
+      s.message().rfind("job is completed", 0) == 0) {
+    LOG_INFO("worker") << "the job is already completed; nothing to do";
+    return 0;
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "retort-worker: %s\n", s.ToString().c_str());
     return 1;

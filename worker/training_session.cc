@@ -441,26 +441,29 @@ Status TrainingSession::Finish(const Assignment& a) {
     counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
   RETORT_RETURN_IF_ERROR(Await(
       comm_->AllReduce({counts, 3, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
-  const double evaluated = std::max(1.0f, counts[2]);
-  double student_top1 = counts[0] / evaluated, teacher_top1 = counts[1] / evaluated;
+  // "Not evaluated" (evaluate: false, or an empty test split) is not a top-1 of 0: result.json
+  // then says "evaluated": false and carries no top-1 fields.
+  const bool evaluated = job_.evaluate() && counts[2] > 0;
+  const double student_top1 = counts[0] / std::max(1.0f, counts[2]),
+               teacher_top1 = counts[1] / std::max(1.0f, counts[2]);
   done_ = true;
   if (a.rank != 0) return Status::Ok();
   std::string weights = output_dir_ + "/student.safetensors";
   RETORT_RETURN_IF_ERROR(trainer::ExportModelSafetensors(kd_step_->student(), weights));
-  nlohmann::json result{{"job", job_.name()},
-                        {"steps", global_step_},
-                        {"test_samples", static_cast<int64_t>(counts[2])},
-                        {"student", kd_step_->student().Describe()},
-                        {"student_top1", student_top1},
-                        {"student_weights", weights},
-                        {"metrics", output_dir_ + "/metrics.jsonl"},
-                        {"eval_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+  nlohmann::json result{{"job", job_.name()},         {"steps", global_step_},
+                        {"evaluated", evaluated},     {"student", kd_step_->student().Describe()},
+                        {"student_weights", weights}, {"metrics", output_dir_ + "/metrics.jsonl"}};
+  if (evaluated) {
+    result["test_samples"] = static_cast<int64_t>(counts[2]);
+    result["student_top1"] = student_top1;
+    result["eval_seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
   if (HasTeacher(job_)) {
     result["teacher"] = kd_step_->teacher().Describe();
-    result["teacher_top1"] = teacher_top1;
+    if (evaluated) result["teacher_top1"] = teacher_top1;
   }
   RETORT_RETURN_IF_ERROR(WriteFileAtomically(output_dir_ + "/result.json", result.dump(2) + "\n"));
-  LOG_INFO("trainer") << "RESULT " << result.dump();
+  LOG_INFO("trainer") << "RESULT " << (evaluated ? "" : "not evaluated ") << result.dump();
   return Status::Ok();
 }
 

@@ -220,6 +220,19 @@ Status WorkerAgent::Run() {
         LOG_INFO("worker") << "coordinator asks this member to leave: " << leave_reason;
         break;
       }
+      // The job ended while this member is still in it (it joined too late to get a rank, or
+      // its generation was superseded by the end, or it is finishing its own last writes):
+      // nothing more will come, so leave (after training stops) rather than wait for a signal.
+      // (Not "completed": that reason completes a running job.)
+      if (const auto st = resp->state(); st == v1::JOB_STATE_COMPLETED ||
+                                         st == v1::JOB_STATE_STOPPED ||
+                                         st == v1::JOB_STATE_FAILED) {
+        leave_reason = st == v1::JOB_STATE_COMPLETED ? "job completed"
+                       : st == v1::JOB_STATE_STOPPED ? "job stopped"
+                                                     : "job failed";
+        LOG_INFO("worker") << "leaving: " << leave_reason;
+        break;
+      }
     } else if (resp.status().code() == StatusCode::kNotFound) {
       // The coordinator restarted (or evicted us): join again under a new member id.
       LOG_WARN("worker") << "coordinator no longer knows " << member_id() << "; re-joining";

@@ -294,9 +294,7 @@ int ElasticCluster::Ctl(const std::vector<std::string>& args, std::string* out,
   return code;
 }
 
-std::optional<StatusView> ElasticCluster::Status() {
-  std::string out;
-  if (Ctl({"status", "--json"}, &out, milliseconds(5000)) != 0) return std::nullopt;
+std::optional<StatusView> ParseStatusJson(const std::string& out) {
   size_t brace = out.find('{');
   if (brace == std::string::npos) return std::nullopt;
   try {
@@ -319,12 +317,19 @@ std::optional<StatusView> ElasticCluster::Status() {
       v.step = m.at("step").get<int64_t>();
       s.members.push_back(v);
     }
-    if (s.last_checkpoint_id > 0)
-      committed_seen_.insert({s.last_checkpoint_id, s.last_checkpoint_step});
     return s;
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+std::optional<StatusView> ElasticCluster::Status() {
+  std::string out;
+  if (Ctl({"status", "--json"}, &out, milliseconds(5000)) != 0) return std::nullopt;
+  auto s = ParseStatusJson(out);
+  if (s && s->last_checkpoint_id > 0)
+    committed_seen_.insert({s->last_checkpoint_id, s->last_checkpoint_step});
+  return s;
 }
 
 bool ElasticCluster::WaitForStatus(const std::function<bool(const StatusView&)>& pred,

@@ -89,6 +89,9 @@ struct StatusView {
   const MemberView* ById(const std::string& id) const;
 };
 
+// Parses the output of `retortctl status --json` (text before the first '{' is ignored).
+std::optional<StatusView> ParseStatusJson(const std::string& out);
+
 struct ClusterOptions {
   int64_t eviction_timeout_ms = 2000;
   int64_t heartbeat_interval_ms = 200;

@@ -1,0 +1,289 @@
+// The local launcher (retort-run) end to end on 127.0.0.1 with the elasticity scenarios' small
+// Fashion-MNIST job: kill -9 of a worker with and without --max-restarts (the job completes with
+// no lost step on the uninterrupted run's loss curve), a job that falls below min_workers (fails,
+// saying why), re-running a completed job, --fresh, result.json without evaluation, and many
+// short jobs in a row ending with every process exiting by itself.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "elastic/scenario_test.h"
+#include "launcher/launched_job.h"
+
+namespace retort::elastic_testing {
+namespace {
+
+using launcher_testing::LaunchedJob;
+using ::testing::HasSubstr;
+
+class LauncherTest : public ElasticScenarioTest {
+ protected:
+  // A fresh directory with job.yaml (the scenario job, output_dir DIR/out); returns DIR.
+  std::string NewRun(const JobOptions& job) {
+    std::string dir = testing::MakeTempDir("retort_launcher");
+    dirs_.push_back(dir);
+    std::ofstream(dir + "/job.yaml") << ScenarioJobYaml(job, dir + "/out");
+    return dir;
+  }
+
+  // Waits until the newest metrics line is at `step` or later in a generation of `world` ranks.
+  bool WaitForWorld(const std::string& metrics, int world, int64_t step, LaunchedJob& run) {
+    return testing::WaitFor(
+               [&] {
+                 auto lines = ReadMetrics(metrics).lines;
+                 return !run.process().Running() ||
+                        (!lines.empty() && lines.back().world_size == world &&
+                         lines.back().step >= step);
+               },
+               kStartup) &&
+           run.process().Running();
+  }
+
+  // Status with `members` ranked members; nullopt after kEvent.
+  std::optional<StatusView> WaitRanked(LaunchedJob& run, size_t members) {
+    std::optional<StatusView> st;
+    testing::WaitFor(
+        [&] {
+          st = run.Status();
+          return st && st->members.size() == members && st->AllRanked();
+        },
+        kEvent);
+    if (st && st->members.size() == members && st->AllRanked()) return st;
+    return std::nullopt;
+  }
+
+  // Kills (SIGKILL) the worker process holding `rank`; returns its member view.
+  MemberView KillRank(LaunchedJob& run, const StatusView& st, int rank, pid_t* pid) {
+    const MemberView victim = *st.ByRank(rank);
+    // The launcher starts slot i as node local0, local rank i.
+    *pid = run.WorkerPids().at(victim.local_rank);
+    EXPECT_EQ(::kill(*pid, SIGKILL), 0);
+    return victim;
+  }
+};
+
+// kill -9 of rank 1 of 3 with --max-restarts=0: reported, the job goes on with 2 (min_workers 2),
+// completes, loses no step and keeps the uninterrupted run's loss curve.
+TEST_F(LauncherTest, KillNineWithoutRestartsJobContinuesAndCompletes) {
+  JobOptions job;
+  job.min_workers = 2;
+  job.max_workers = 3;
+  LoadReference(job);
+  const std::string dir = NewRun(job);
+  LaunchedJob run(dir + "/job.yaml", {"--workers=3", "--max-restarts=0"}, dir + "/launcher.log");
+  const std::string metrics = dir + "/out/metrics.jsonl";
+  ASSERT_TRUE(WaitForWorld(metrics, 3, 10, run)) << run.Log();
+  auto st = WaitRanked(run, 3);
+  ASSERT_TRUE(st) << run.Log();
+  pid_t pid = 0;
+  const MemberView victim = KillRank(run, *st, 1, &pid);
+  const size_t lines_before = ReadMetrics(metrics).lines.size();
+  const int64_t step_before = lines_before > 0 ? ReadMetrics(metrics).lines.back().step : 0;
+
+  auto rc = run.Wait(kCompletion);
+  ASSERT_TRUE(rc) << "retort-run did not finish\n" << run.Log();
+  EXPECT_EQ(*rc, 0) << run.Log();
+  EXPECT_THAT(run.LastLine(), HasSubstr("retort-run: finished after"));
+  EXPECT_THAT(run.LastLine(), HasSubstr("1 worker failure(s) survived"));
+  const std::string log = run.Log();
+  EXPECT_THAT(log, HasSubstr("worker " + std::to_string(victim.local_rank) + " (pid " +
+                             std::to_string(pid) +
+                             ") exited with status 137 (killed by SIGKILL); 2 of 3 worker(s) "
+                             "left (min_workers=2); not restarted (--max-restarts=0)"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("restarting worker")));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("sending SIGTERM")))
+      << "workers must exit by themselves";
+  MetricsFile m = ReadMetrics(metrics);
+  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
+  ExpectNoLostSteps(m, job, lines_before, step_before);
+  ExpectSameTrajectory(m.lines, "launcher, kill -9 of rank 1 at step " +
+                                    std::to_string(step_before) + ", no restart");
+}
+
+// The same kill with --max-restarts=1: the slot is restarted after the backoff, the new process
+// joins as a new member (3 ranks again), and the job completes on the same trajectory.
+TEST_F(LauncherTest, KillNineWithRestartReplacementJoinsAsNewMember) {
+  JobOptions job;
+  job.min_workers = 2;
+  job.max_workers = 3;
+  LoadReference(job);
+  const std::string dir = NewRun(job);
+  LaunchedJob run(dir + "/job.yaml", {"--workers=3", "--max-restarts=1"}, dir + "/launcher.log");
+  const std::string metrics = dir + "/out/metrics.jsonl";
+  ASSERT_TRUE(WaitForWorld(metrics, 3, 10, run)) << run.Log();
+  auto st = WaitRanked(run, 3);
+  ASSERT_TRUE(st) << run.Log();
+  pid_t pid = 0;
+  const MemberView victim = KillRank(run, *st, 1, &pid);
+  const size_t lines_before = ReadMetrics(metrics).lines.size();
+  const int64_t step_before = lines_before > 0 ? ReadMetrics(metrics).lines.back().step : 0;
+
+  // The replacement: another process in the slot, a member with the victim's local rank under a
+  // new id, ranked in a generation of 3.
+  std::optional<StatusView> joined;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto s = run.Status();
+        if (!s || s->members.size() != 3 || !s->AllRanked()) return false;
+        for (const auto& mem : s->members)
+          if (mem.local_rank == victim.local_rank && mem.id != victim.id) joined = s;
+        return joined.has_value();
+      },
+      kEvent))
+      << "no replacement member joined\n"
+      << run.Log();
+  EXPECT_NE(run.WorkerPids().at(victim.local_rank), pid);
+
+  auto rc = run.Wait(kCompletion);
+  ASSERT_TRUE(rc) << "retort-run did not finish\n" << run.Log();
+  EXPECT_EQ(*rc, 0) << run.Log();
+  EXPECT_THAT(run.LastLine(), HasSubstr("retort-run: finished after"));
+  const std::string log = run.Log();
+  EXPECT_THAT(log, HasSubstr("exited with status 137 (killed by SIGKILL); 3 of 3 worker(s) left "
+                             "(min_workers=2); restarting it in 1 s (restart 1 of 1)"));
+  EXPECT_THAT(log, HasSubstr("restarting worker " + std::to_string(victim.local_rank) +
+                             " (restart 1 of 1)"));
+  MetricsFile m = ReadMetrics(metrics);
+  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3"));
+  ExpectNoLostSteps(m, job, lines_before, step_before);
+  ExpectSameTrajectory(m.lines, "launcher, kill -9 of rank 1 at step " +
+                                    std::to_string(step_before) + ", restarted");
+}
+
+// Two workers, min_workers 2, no restarts: a kill -9 leaves the job unable to continue. The
+// launcher stops it and fails at once, and its last line says why.
+TEST_F(LauncherTest, BelowMinWorkersFailsWithTheReason) {
+  JobOptions job;
+  job.min_workers = 2;
+  job.max_workers = 2;
+  const std::string dir = NewRun(job);
+  LaunchedJob run(dir + "/job.yaml", {"--workers=2", "--max-restarts=0"}, dir + "/launcher.log");
+  const std::string metrics = dir + "/out/metrics.jsonl";
+  ASSERT_TRUE(WaitForWorld(metrics, 2, 5, run)) << run.Log();
+  auto st = WaitRanked(run, 2);
+  ASSERT_TRUE(st) << run.Log();
+  pid_t pid = 0;
+  const MemberView victim = KillRank(run, *st, 1, &pid);
+  auto rc = run.Wait(kEvent);
+  ASSERT_TRUE(rc) << "retort-run did not give up on the job\n" << run.Log();
+  EXPECT_EQ(*rc, 1);
+  EXPECT_EQ(run.LastLine().rfind("retort-run: FAILED after ", 0), 0u) << run.LastLine();
+  EXPECT_THAT(run.LastLine(),
+              HasSubstr("only 1 of 2 worker(s) left and the job needs min_workers=2 (worker " +
+                        std::to_string(victim.local_rank) +
+                        " exited with status 137 (killed by SIGKILL))"));
+  EXPECT_LT(ReadMetrics(metrics).lines.size(), static_cast<size_t>(job.steps));
+}
+
+// A short job without evaluation; then the same command again ("already completed", exit 0,
+// nothing run), then with --fresh (runs again from scratch: metrics start over).
+TEST_F(LauncherTest, RerunReportsCompletedAndFreshRunsAgainAndResultSaysNotEvaluated) {
+  JobOptions job;
+  job.steps = 6;  // at least the trajectory's warmup_steps (5)
+  const std::string dir = NewRun(job);
+  const std::string out = dir + "/out";
+  {
+    LaunchedJob run(dir + "/job.yaml", {"--workers=1"}, dir + "/first.log");
+    auto rc = run.Wait(kCompletion);
+    ASSERT_TRUE(rc) << run.Log();
+    ASSERT_EQ(*rc, 0) << run.Log();
+    EXPECT_THAT(run.LastLine(), HasSubstr("results in " + out));
+    EXPECT_THAT(run.Log(), HasSubstr("retort-run: result: student top-1 not evaluated"));
+    EXPECT_THAT(run.Log(), HasSubstr("RESULT not evaluated {"));
+  }
+  ASSERT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 6u);
+  EXPECT_TRUE(std::filesystem::exists(out + "/state/state.json")) << "state lives in the run's dir";
+  EXPECT_TRUE(std::filesystem::exists(out + "/student.safetensors"));
+  std::ifstream in(out + "/result.json");
+  nlohmann::json result = nlohmann::json::parse(in);
+  EXPECT_EQ(result.at("evaluated"), false) << result.dump();
+  EXPECT_FALSE(result.contains("student_top1")) << result.dump();
+  EXPECT_FALSE(result.contains("test_samples")) << result.dump();
+  EXPECT_EQ(result.at("steps"), 6);
+
+  {
+    LaunchedJob again(dir + "/job.yaml", {"--workers=1"}, dir + "/again.log");
+    auto rc = again.Wait(milliseconds(30000));
+    ASSERT_TRUE(rc) << again.Log();
+    EXPECT_EQ(*rc, 0) << again.Log();
+    EXPECT_EQ(again.LastLine(), "retort-run: job 'elastic' already completed; results in " + out +
+                                    " (--fresh runs it again)");
+    EXPECT_THAT(again.Log(), ::testing::Not(HasSubstr("started (pid")))
+        << "nothing may start for a completed job";
+  }
+  EXPECT_EQ(ReadMetrics(out + "/metrics.jsonl").lines.size(), 6u);
+
+  {
+    LaunchedJob fresh(dir + "/job.yaml", {"--workers=1", "--fresh"}, dir + "/fresh.log");
+    auto rc = fresh.Wait(kCompletion);
+    ASSERT_TRUE(rc) << fresh.Log();
+    EXPECT_EQ(*rc, 0) << fresh.Log();
+    EXPECT_THAT(fresh.Log(), HasSubstr("--fresh: removed " + out + "/state"));
+    EXPECT_THAT(fresh.LastLine(), HasSubstr("retort-run: finished after"));
+  }
+  MetricsFile m = ReadMetrics(out + "/metrics.jsonl");
+  EXPECT_EQ(m.lines.size(), 6u) << "--fresh starts the metrics over";
+  EXPECT_EQ(MissingSteps(m.lines, 6), "");
+}
+
+// Many short jobs in a row: every one completes, every process exits by itself with status 0
+// (the launcher never needs SIGTERM), and nothing aborts at shutdown. A supervised student on a
+// small synthetic set keeps each job to process start-up plus a few steps.
+TEST_F(LauncherTest, FiftyShortJobsInARowEndCleanly) {
+  const int kJobs = 50;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string dir = testing::MakeTempDir("retort_launcher_short");
+    dirs_.push_back(dir);
+    std::ofstream(dir + "/job.yaml")
+        << "name: short\n"
+           "student: {preset: fm-student-p7}\n"
+           "dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 256}\n"
+           "global_batch: 16\n"
+           "steps: 3\n"
+           "threads_per_worker: 1\n"
+           "evaluate: false\n"
+           "output_dir: "
+        << dir << "/out\n";
+    LaunchedJob run(dir + "/job.yaml", {"--workers=2"}, dir + "/launcher.log");
+    auto rc = run.Wait(milliseconds(90000));
+    ASSERT_TRUE(rc) << "job " << i << " did not finish\n" << run.Log();
+    const std::string log = run.Log();
+    ASSERT_EQ(*rc, 0) << "job " << i << "\n" << log;
+    ASSERT_THAT(run.LastLine(), HasSubstr("retort-run: finished after")) << "job " << i;
+    for (const char* bad : {"exited with status", "sending SIGTERM", "Assertion", "SIGABRT",
+                            "terminate called", "Sanitizer"})
+      ASSERT_THAT(log, ::testing::Not(HasSubstr(bad))) << "job " << i << "\n" << log;
+    ASSERT_EQ(ReadMetrics(dir + "/out/metrics.jsonl").lines.size(), 3u) << "job " << i;
+    std::filesystem::remove_all(dir);
+  }
+  std::cout << "[ measured ] " << kJobs << " short jobs (2 workers, 3 steps) under retort-run: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+            << " s\n";
+}
+
+// SIGTERM before the worker ever joined (no coordinator answers) is a requested stop: status 0.
+TEST(WorkerLifecycleTest, SigtermBeforeJoiningExitsZero) {
+  const std::string dir = testing::MakeTempDir("retort_worker_sigterm");
+  testing::Subprocess worker(
+      {testing::BinaryPath("tools/retort-worker"),
+       "--coordinator=127.0.0.1:" + std::to_string(PickFreePort()), "--rpc-timeout-ms=200"},
+      dir + "/worker.log");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return worker.Log().find("join failed, retrying") != std::string::npos; },
+      milliseconds(30000)))
+      << worker.Log();
+  worker.Signal(SIGTERM);
+  auto rc = worker.Wait(milliseconds(15000));
+  ASSERT_TRUE(rc) << "the worker did not exit after SIGTERM\n" << worker.Log();
+  EXPECT_EQ(*rc, 0) << worker.Log();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace retort::elastic_testing
