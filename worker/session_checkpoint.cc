@@ -3,11 +3,15 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
+#include "checkpoint/blob_file.h"
 #include "checkpoint/shard_file.h"
 #include "common/logging.h"
 #include "trainer/flat_parameters.h"
+#include "trainer/model_buffers.h"
+#include "trainer/models/model.h"
 #include "trainer/sharded_adamw.h"
 #include "worker/training_session.h"
 
@@ -81,6 +85,17 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
     view.exp_avg = own_m.data_ptr<float>();
     view.exp_avg_sq = own_v.data_ptr<float>();
     auto file = checkpoint::WriteShard(started->dir(), view);
+    if (file.ok() && comm_->rank() == 0 && trainer::ModelBufferWords(kd_step_->student()) > 0) {
+      // The student's buffers are the same on every rank at a step boundary: rank 0 writes them.
+      torch::Tensor blob = trainer::PackModelBuffers(kd_step_->student());
+      auto buffers = checkpoint::WriteBlobFile(
+          started->dir(), checkpoint::kModelBuffersFile, checkpoint::kModelBuffersKind, 0,
+          blob.data_ptr<float>(), static_cast<size_t>(blob.numel()) * sizeof(float));
+      if (buffers.ok())
+        *ack.add_files() = *buffers;
+      else
+        file = buffers.status();
+    }
     if (file.ok()) {
       *ack.add_files() = *file;
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -128,6 +143,29 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
   return ids;
 }
 
+StatusOr<torch::Tensor> TrainingSession::ReadCheckpointBuffers(
+    const std::string& dir, const v1::CheckpointManifest& manifest) {
+  const int64_t words = trainer::ModelBufferWords(kd_step_->student());
+  if (words == 0) return torch::Tensor();
+  const v1::CheckpointFile* file =
+      checkpoint::FindFileOfKind(manifest, checkpoint::kModelBuffersKind);
+  if (!file) {
+    LOG_WARN("trainer") << "checkpoint " << manifest.checkpoint_id()
+                        << " holds no student buffers (written before buffers were "
+                           "checkpointed): they keep their initial values";
+    return torch::Tensor();
+  }
+  RETORT_ASSIGN_OR_RETURN(std::string bytes, checkpoint::ReadBlobFile(dir, *file));
+  if (static_cast<int64_t>(bytes.size()) != words * static_cast<int64_t>(sizeof(float)))
+    return DataLossError("checkpoint " + std::to_string(manifest.checkpoint_id()) + ": " +
+                         file->path() + " holds " + std::to_string(bytes.size()) +
+                         " bytes of buffers; this student's buffers take " +
+                         std::to_string(words * sizeof(float)));
+  torch::Tensor blob = torch::empty({words}, torch::kFloat);
+  std::memcpy(blob.data_ptr<float>(), bytes.data(), bytes.size());
+  return blob;
+}
+
 StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
   RETORT_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, AgreeOnCheckpoints(a));
   const int64_t n = kd_step_->flat().numel();
@@ -139,6 +177,7 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     // rank could read (and verify) its part.
     Status mine;
     checkpoint::ShardHeader header;
+    torch::Tensor buffers;  // rank 0: the checkpoint's student buffers, when it has them
     v1::GetCheckpointRequest req;
     req.set_member_id(a.member_id);
     req.set_checkpoint_id(id);
@@ -160,6 +199,13 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
         header = *read;
       else
         mine = read.status();
+      if (mine.ok() && comm_->rank() == 0) {
+        auto blob = ReadCheckpointBuffers(got->dir(), got->manifest());
+        if (blob.ok())
+          buffers = *blob;
+        else
+          mine = blob.status();
+      }
     }
     if (!mine.ok())
       LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
@@ -180,6 +226,8 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
         {own_p.data_ptr<float>(), static_cast<size_t>(range.count),
          collectives::DataType::kFloat32},
         {p.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32}, counts)));
+    RETORT_RETURN_IF_ERROR(ShareStudentBuffers(
+        0, buffers.defined() ? buffers : trainer::PackModelBuffers(kd_step_->student())));
     StateMeta meta{header.global_step, header.optimizer_step, header.epoch, header.step_in_epoch};
     RETORT_RETURN_IF_ERROR(InstallState(meta, p, own_m, own_v));
     LOG_INFO("trainer") << "resumed from checkpoint " << id << " at step " << meta.global_step
