@@ -80,6 +80,7 @@ StatusOr<ManifestIndex> IndexManifest(const v1::CheckpointManifest& m) {
     return DataLossError(what + "plan ranges cover " + std::to_string(next) + " of " +
                          std::to_string(index.total_elements) + " elements");
   for (const auto& f : m.files()) {
+    if (!f.kind().empty()) continue;  // a blob beside the shards (blob_file.h)
     if (f.rank() < 0 || f.rank() >= world || index.file_of_rank[f.rank()] != nullptr)
       return DataLossError(what + "file '" + f.path() + "' has rank " + std::to_string(f.rank()) +
                            ", out of [0, " + std::to_string(world) + ") or repeated");
@@ -350,7 +351,12 @@ StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManif
 Status VerifyCheckpoint(const std::string& dir, const v1::CheckpointManifest& manifest) {
   RETORT_ASSIGN_OR_RETURN(ManifestIndex index, IndexManifest(manifest));
   std::vector<unsigned char> buf(kMaxReadBytes);
-  for (const v1::CheckpointFile* f : index.file_of_rank) {
+  std::vector<const v1::CheckpointFile*> files = index.file_of_rank;
+  for (const auto& f : manifest.files())
+    if (!f.kind().empty()) files.push_back(&f);
+  for (const v1::CheckpointFile* f : files) {
+    if (!SafeRelativePath(f->path()))
+      return DataLossError("checkpoint file path '" + f->path() + "' is not relative without '..'");
     const std::string path = dir + "/" + f->path();
     RETORT_ASSIGN_OR_RETURN(auto fd, OpenChecked(path, f->size_bytes()));
     uint32_t crc = 0;

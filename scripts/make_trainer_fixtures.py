@@ -14,6 +14,14 @@
       OUTDIR/missing_buffer.safetensors, extra_tensor.safetensors  the state without
                        "bn.running_var", and with an extra "bn.surplus"
       OUTDIR/io.safetensors  "images" [4,1,8,8] and the trained net's eval-mode "logits"
+  make_trainer_fixtures.py batchnorm-fm OUTDIR
+      OUTDIR/cnn.pt  scripted Fashion-MNIST CNN (1x28x28 -> 10) with two BatchNorm layers and
+                     dropout, freshly initialised: a bring-your-own student or teacher
+      OUTDIR/untrained.safetensors  its initial state_dict(): a teacher at chance level
+  make_trainer_fixtures.py torchscript-forward MODEL WEIGHTS INPUT OUT
+      Loads the TorchScript MODEL, loads safetensors WEIGHTS into it strictly (parameters and
+      buffers, as retort exports them), runs it in eval mode on INPUT's "images" and writes OUT
+      with "logits".
   make_trainer_fixtures.py vit-forward WEIGHTS INPUT OUT IMAGE,CHANNELS,PATCH,DIM,DEPTH,HEADS,CLASSES
       Loads retort-exported safetensors WEIGHTS strictly (every name and shape must match) into
       the reference ViT, runs it on INPUT's "images" and writes OUT with "logits".
@@ -135,6 +143,40 @@ def batchnorm(outdir):
                           {"images": images, "logits": trained(images)})
 
 
+class FashionCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, stride=2, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(self.drop(x.flatten(1)))
+
+
+def batchnorm_fm(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    torch.manual_seed(0)
+    net = FashionCnn()
+    torch.jit.script(net).save(os.path.join(outdir, "cnn.pt"))
+    write_safetensors(os.path.join(outdir, "untrained.safetensors"),
+                      {k: v.detach().clone() for k, v in net.state_dict().items()})
+
+
+def torchscript_forward(model_path, weights, inputs, out):
+    model = torch.jit.load(model_path)
+    model.load_state_dict(read_safetensors(weights), strict=True)
+    model.eval()
+    with torch.no_grad():
+        logits = model(read_safetensors(inputs)["images"])
+    write_safetensors(out, {"logits": logits})
+
+
 def vit_forward(weights, inputs, out, config):
     model = kd_reference.VisionTransformer(*[int(v) for v in config.split(",")])
     model.load_state_dict(read_safetensors(weights), strict=True)
@@ -149,6 +191,10 @@ def main():
         torchscript(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "batchnorm":
         batchnorm(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "batchnorm-fm":
+        batchnorm_fm(sys.argv[2])
+    elif len(sys.argv) == 6 and sys.argv[1] == "torchscript-forward":
+        torchscript_forward(*sys.argv[2:])
     elif len(sys.argv) == 6 and sys.argv[1] == "vit-forward":
         vit_forward(*sys.argv[2:])
     else:

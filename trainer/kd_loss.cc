@@ -44,6 +44,7 @@ int64_t CountTop1Correct(const torch::Tensor& logits, const torch::Tensor& label
 
 Top1Result EvaluateTop1(Model& model, const std::vector<Batch>& batches) {
   torch::InferenceMode guard;
+  const bool was_training = model.IsTraining();
   model.SetTraining(false);
   Top1Result result;
   for (const Batch& b : batches) {
@@ -51,7 +52,7 @@ Top1Result EvaluateTop1(Model& model, const std::vector<Batch>& batches) {
     result.correct += CountTop1Correct(model.Forward(b.images), b.labels);
     result.total += b.images.size(0);
   }
-  model.SetTraining(true);
+  model.SetTraining(was_training);
   return result;
 }
 

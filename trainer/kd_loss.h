@@ -42,7 +42,8 @@ struct Top1Result {
   int64_t total = 0;
   double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
 };
-// Evaluates `model` (switched to eval mode and back) over `batches` without autograd.
+// Evaluates `model` in eval mode over `batches` without autograd; the model is left in the
+// mode it was in (a teacher stays in eval mode, a student goes back to train mode).
 Top1Result EvaluateTop1(Model& model, const std::vector<Batch>& batches);
 
 }  // namespace retort::trainer

@@ -12,6 +12,7 @@
 #include "trainer/data/batch.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/grad_reducer.h"
+#include "trainer/model_buffers.h"
 #include "trainer/models/model.h"
 #include "trainer/teacher_logit_cache.h"
 
@@ -95,6 +96,7 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
     for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
   }
   step->student_->SetTraining(true);
+  step->student_has_buffers_ = ModelBufferWords(*step->student_) > 0;
   RETORT_ASSIGN_OR_RETURN(step->flat_, FlatParameters::Create(*step->student_));
   RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
   step->plan_ = plan;
@@ -180,7 +182,9 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   const int64_t n = batch.images.size(0);
   const torch::Device device = flat_->params().device();
 
-  const int parts = device.is_cpu() && n > 0
+  // Concurrent parts would update a student's buffers (BatchNorm statistics) from several
+  // threads at once, each with a part's statistics: models with buffers run one pass.
+  const int parts = device.is_cpu() && n > 0 && !student_has_buffers_
                         ? static_cast<int>(std::min<int64_t>(options_.local_parallelism, n))
                         : 1;
   flat_->ZeroGrads();
@@ -229,6 +233,12 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   double exposed = 0;
   RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed));
   timing.comm_exposed += exposed;
+  if (student_has_buffers_) {
+    // Every rank leaves the step (and enters the next forward) with rank 0's buffers.
+    auto t_buffers = Clock::now();
+    RETORT_RETURN_IF_ERROR(BroadcastModelBuffers(*student_, *comm_, deadline));
+    timing.comm_exposed += SecondsSince(t_buffers);
+  }
 
   auto t0 = Clock::now();
   {

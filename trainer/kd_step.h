@@ -5,7 +5,9 @@
 //   reduce-scatters gradient buckets as they become ready (GradReducer) -> global gradient norm
 //   and loss via one 2-float AllReduce -> skip on non-finite norm (every rank sees the same
 //   sum, so all ranks skip together) or clip + AdamW on this rank's range (ShardedAdamW) ->
-//   in-place AllGatherV of the parameters.
+//   in-place AllGatherV of the parameters. A student with buffers (BatchNorm statistics) gets
+//   rank 0's buffers after backward (model_buffers.h: DDP's broadcast_buffers semantics), so
+//   all ranks hold the same buffers at every step boundary.
 //
 // Ownership: owns the teacher and student; borrows `comm` and the optional cache, which must
 // outlive it. Threading: one trainer thread calls Step(); see grad_reducer.h for the hooks.
@@ -116,6 +118,7 @@ class KdStep {
   torch::Tensor scalars_;  // [2]: squared gradient norm, weighted loss (AllReduce buffer)
   int64_t skipped_steps_ = 0;
   int64_t calls_ = 0;
+  bool student_has_buffers_ = false;
 };
 
 // Number of elements the student's flat buffer will have (sum of parameter sizes).

@@ -4,7 +4,12 @@
 #include "trainer/data/image_folder.h"
 #include "trainer/data/image_folder_layout.h"
 #include "trainer/data/synthetic_dataset.h"
+#include "trainer/kd_loss.h"
 #include "trainer/safetensors.h"
+
+#include <torch/torch.h>
+
+#include "common/logging.h"
 
 namespace retort::worker {
 
@@ -97,6 +102,55 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   o.optimizer.max_grad_norm = opt.clip_grad_norm();
   o.teacher_bf16_on_cuda = job.precision() == "bfloat16";
   return o;
+}
+
+StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
+                                                      int64_t begin, int64_t end) {
+  constexpr int64_t kBatch = 500;
+  const auto shape = test.shape();
+  const int64_t per = shape.channels * shape.height * shape.width;
+  std::vector<trainer::Batch> batches;
+  for (int64_t i = begin; i < end; i += kBatch) {
+    const int64_t count = std::min<int64_t>(kBatch, end - i);
+    trainer::Batch b;
+    b.images = torch::empty({count, shape.channels, shape.height, shape.width});
+    b.labels = torch::empty({count}, torch::kInt64);
+    auto* labels = b.labels.data_ptr<int64_t>();
+    for (int64_t k = 0; k < count; ++k)
+      RETORT_RETURN_IF_ERROR(test.Get(i + k, 0, b.images.data_ptr<float>() + k * per, &labels[k]));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+Status CheckTeacherBeatsChance(const v1::JobSpec& job, trainer::Model& teacher,
+                               const trainer::data::Dataset& test) {
+  constexpr int64_t kSamples = 512;
+  constexpr double kTimesChance = 1.5;
+  const std::string& weights = job.teacher().weights_path();
+  if (weights.empty() || !job.evaluate() || test.size() == 0 || test.num_classes() < 2)
+    return Status::Ok();
+  RETORT_ASSIGN_OR_RETURN(auto batches,
+                          ReadEvalBatches(test, 0, std::min<int64_t>(kSamples, test.size())));
+  teacher.SetTraining(false);
+  const trainer::Top1Result r = trainer::EvaluateTop1(teacher, batches);
+  const double chance = 1.0 / test.num_classes();
+  LOG_INFO("trainer") << "teacher " << teacher.Describe() << " with " << weights << ": top-1 "
+                      << r.accuracy() << " on the first " << r.total << " test samples (chance "
+                      << chance << ")";
+  if (r.accuracy() >= kTimesChance * chance) return Status::Ok();
+  const std::string figures = "top-1 " + std::to_string(r.accuracy()) + " on " +
+                              std::to_string(r.total) + " test samples, chance " +
+                              std::to_string(chance);
+  if (job.distillation().allow_untrained_teacher()) {
+    LOG_WARN("trainer") << "the teacher is at chance level (" << figures
+                        << "); going on since distillation.allow_untrained_teacher is set";
+    return Status::Ok();
+  }
+  return FailedPreconditionError(
+      "the teacher loaded from " + weights + " is at chance level (" + figures +
+      "): its weights do not fit this model or dataset (wrong file, missing buffers, other "
+      "preprocessing?). Set distillation.allow_untrained_teacher: true to distil from it anyway");
 }
 
 int64_t TotalSteps(const v1::JobSpec& job, int64_t steps_per_epoch) {

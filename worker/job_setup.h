@@ -4,9 +4,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "retort/v1/retort.pb.h"
+#include "trainer/data/batch.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
@@ -26,6 +28,14 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
                                                                     bool train);
 trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train);
 trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_steps);
+// Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
+StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
+                                                      int64_t begin, int64_t end);
+// Evaluates a teacher loaded from weights_path on the first 512 samples of `test` and refuses
+// it (FAILED_PRECONDITION naming the file and the figures) when its top-1 is below 1.5x chance,
+// unless distillation.allow_untrained_teacher. OK without a teacher, weights or evaluation.
+Status CheckTeacherBeatsChance(const v1::JobSpec& job, trainer::Model& teacher,
+                               const trainer::data::Dataset& test);
 // Optimizer steps the job runs: `steps`, or epochs x steps per epoch.
 int64_t TotalSteps(const v1::JobSpec& job, int64_t steps_per_epoch);
 

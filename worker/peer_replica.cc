@@ -23,8 +23,8 @@ collectives::MutableBuffer Floats(torch::Tensor& t) {
 
 Status PeerReplica::Capture(collectives::Communicator& comm, const trainer::ShardPlan& plan,
                             const torch::Tensor& flat_params, const torch::Tensor& exp_avg,
-                            const torch::Tensor& exp_avg_sq, const StateMeta& meta,
-                            int64_t timeout_ms) {
+                            const torch::Tensor& exp_avg_sq, const torch::Tensor& buffers,
+                            const StateMeta& meta, int64_t timeout_ms) {
   const int rank = comm.rank(), world = comm.size();
   const bool same_generation = comm.generation() == generation_ && newest_ >= 0;
   // Write into the older slot of this generation, or a scratch snapshot for a new one.
@@ -35,6 +35,10 @@ Status PeerReplica::Capture(collectives::Communicator& comm, const trainer::Shar
   CopyInto(&s.own_params, flat_params.slice(0, s.own.offset, s.own.end()));
   CopyInto(&s.own_exp_avg, exp_avg);
   CopyInto(&s.own_exp_avg_sq, exp_avg_sq);
+  if (buffers.defined() && buffers.numel() > 0)
+    CopyInto(&s.buffers, buffers);
+  else
+    s.buffers = torch::Tensor();
   if (world > 1) {
     const int successor = (rank + 1) % world, predecessor = (rank + world - 1) % world;
     s.predecessor = plan.ranges[predecessor];

@@ -30,15 +30,20 @@ class PeerReplica {
     trainer::ShardRange own, predecessor;
     torch::Tensor own_params, own_exp_avg, own_exp_avg_sq;
     torch::Tensor predecessor_params, predecessor_exp_avg, predecessor_exp_avg_sq;
+    // The student's buffers (trainer/model_buffers.h blob; empty when it has none). The same on
+    // every rank at a step boundary, so each snapshot holds the whole blob.
+    torch::Tensor buffers;
   };
 
   // Snapshots the state after a completed step. `flat_params` is the whole parameter buffer;
-  // `exp_avg`/`exp_avg_sq` cover plan.ranges[comm.rank()]. Exchanges moments with the ring
+  // `exp_avg`/`exp_avg_sq` cover plan.ranges[comm.rank()]; `buffers` is the student's buffer
+  // blob (may be undefined when it has none). Exchanges moments with the ring
   // neighbours (every rank of the generation must call it at the same step). On error the
   // new snapshot is dropped and the older ones are kept.
   Status Capture(collectives::Communicator& comm, const trainer::ShardPlan& plan,
                  const torch::Tensor& flat_params, const torch::Tensor& exp_avg,
-                 const torch::Tensor& exp_avg_sq, const StateMeta& meta, int64_t timeout_ms);
+                 const torch::Tensor& exp_avg_sq, const torch::Tensor& buffers,
+                 const StateMeta& meta, int64_t timeout_ms);
 
   // Fills old_generation/old_rank/old_world and snapshot[] of `d`.
   void Describe(StateDescriptor* d) const;

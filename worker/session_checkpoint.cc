@@ -3,12 +3,16 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <thread>
 
+#include "checkpoint/blob_file.h"
 #include "checkpoint/shard_file.h"
 #include "common/logging.h"
 #include "trainer/flat_parameters.h"
+#include "trainer/model_buffers.h"
+#include "trainer/models/model.h"
 #include "trainer/sharded_adamw.h"
 #include "worker/training_session.h"
 
@@ -105,7 +109,10 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
   const std::string dir = started->dir();
   const int64_t at = global_step_;
   CoordinatorClient* client = client_;
-  bool queued = shard_writer_.Submit([shard, dir, ack, id, at, client]() mutable {
+  torch::Tensor buffers;  // rank 0 only, for students with buffers (model_buffers.h)
+  if (comm_->rank() == 0 && trainer::ModelBufferWords(kd_step_->student()) > 0)
+    buffers = trainer::PackModelBuffers(kd_step_->student());
+  bool queued = shard_writer_.Submit([shard, dir, ack, id, at, client, buffers]() mutable {
     const auto t0 = std::chrono::steady_clock::now();
     checkpoint::ShardView view;
     view.header = shard->header;
@@ -113,6 +120,16 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
     view.exp_avg = shard->exp_avg.data_ptr<float>();
     view.exp_avg_sq = shard->exp_avg_sq.data_ptr<float>();
     auto file = checkpoint::WriteShard(dir, view);
+    if (file.ok() && buffers.defined()) {
+      // The student's buffers are the same on every rank at a step boundary: rank 0 writes them.
+      auto written = checkpoint::WriteBlobFile(
+          dir, checkpoint::kModelBuffersFile, checkpoint::kModelBuffersKind, 0,
+          buffers.data_ptr<float>(), static_cast<size_t>(buffers.numel()) * sizeof(float));
+      if (written.ok())
+        *ack.add_files() = *written;
+      else
+        file = written.status();
+    }
     if (file.ok()) {
       *ack.add_files() = *file;
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -170,6 +187,29 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
   return ids;
 }
 
+StatusOr<torch::Tensor> TrainingSession::ReadCheckpointBuffers(
+    const std::string& dir, const v1::CheckpointManifest& manifest) {
+  const int64_t words = trainer::ModelBufferWords(kd_step_->student());
+  if (words == 0) return torch::Tensor();
+  const v1::CheckpointFile* file =
+      checkpoint::FindFileOfKind(manifest, checkpoint::kModelBuffersKind);
+  if (!file) {
+    LOG_WARN("trainer") << "checkpoint " << manifest.checkpoint_id()
+                        << " holds no student buffers (written before buffers were "
+                           "checkpointed): they keep their initial values";
+    return torch::Tensor();
+  }
+  RETORT_ASSIGN_OR_RETURN(std::string bytes, checkpoint::ReadBlobFile(dir, *file));
+  if (static_cast<int64_t>(bytes.size()) != words * static_cast<int64_t>(sizeof(float)))
+    return DataLossError("checkpoint " + std::to_string(manifest.checkpoint_id()) + ": " +
+                         file->path() + " holds " + std::to_string(bytes.size()) +
+                         " bytes of buffers; this student's buffers take " +
+                         std::to_string(words * sizeof(float)));
+  torch::Tensor blob = torch::empty({words}, torch::kFloat);
+  std::memcpy(blob.data_ptr<float>(), bytes.data(), bytes.size());
+  return blob;
+}
+
 StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
   RETORT_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, AgreeOnCheckpoints(a));
   const int64_t n = kd_step_->flat().numel();
@@ -182,6 +222,7 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
     // rank could read (and verify) its part.
     Status mine;
     checkpoint::ShardHeader header;
+    torch::Tensor buffers;  // rank 0: the checkpoint's student buffers, when it has them
     v1::GetCheckpointRequest req;
     req.set_member_id(a.member_id);
     req.set_checkpoint_id(id);
@@ -203,6 +244,13 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
         header = *read;
       else
         mine = read.status();
+      if (mine.ok() && comm_->rank() == 0) {
+        auto blob = ReadCheckpointBuffers(got->dir(), got->manifest());
+        if (blob.ok())
+          buffers = *blob;
+        else
+          mine = blob.status();
+      }
     }
     if (!mine.ok())
       LOG_ERROR("trainer") << "checkpoint " << id << " unusable on this rank: " << mine;
@@ -226,6 +274,8 @@ StatusOr<bool> TrainingSession::RestoreFromCheckpoint(const Assignment& a) {
         {own_p.data_ptr<float>(), static_cast<size_t>(range.count),
          collectives::DataType::kFloat32},
         {p.data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32}, counts)));
+    RETORT_RETURN_IF_ERROR(ShareStudentBuffers(
+        0, buffers.defined() ? buffers : trainer::PackModelBuffers(kd_step_->student())));
     StateMeta meta{header.global_step, header.optimizer_step, header.epoch, header.step_in_epoch};
     RETORT_RETURN_IF_ERROR(InstallState(meta, p, own_m, own_v));
     LOG_INFO("trainer") << "resumed from checkpoint " << id << " at step " << meta.global_step

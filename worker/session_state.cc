@@ -6,6 +6,8 @@
 
 #include "common/logging.h"
 #include "trainer/flat_parameters.h"
+#include "trainer/model_buffers.h"
+#include "trainer/models/model.h"
 #include "trainer/sharded_adamw.h"
 #include "worker/training_session.h"
 
@@ -57,7 +59,7 @@ Status TrainingSession::RestoreState(const Assignment& a) {
     }
   }
   saved_meta_ = StateMeta();
-  saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = torch::Tensor();
+  saved_params_ = saved_exp_avg_ = saved_exp_avg_sq_ = saved_buffers_ = torch::Tensor();
   // The new generation's first snapshot, so a failure before its first step loses nothing.
   return CaptureReplica();
 }
@@ -84,6 +86,7 @@ Status TrainingSession::RestoreFromFullState(const RecoveryPlan& plan) {
     RETORT_RETURN_IF_ERROR(Await(comm_->Broadcast(
         {t->data_ptr<float>(), static_cast<size_t>(n), collectives::DataType::kFloat32},
         plan.source)));
+  RETORT_RETURN_IF_ERROR(ShareStudentBuffers(plan.source, saved_buffers_));
   const auto& range = kd_step_->optimizer().range();
   return InstallState(plan.meta, p, m.slice(0, range.offset, range.end()),
                       v.slice(0, range.offset, range.end()));
@@ -96,6 +99,11 @@ Status TrainingSession::RestoreFromReplicas(const RecoveryPlan& plan) {
   torch::Tensor p = all.slice(0, 0, n), m = all.slice(0, n, 2 * n), v = all.slice(0, 2 * n, 3 * n);
   const int rank = comm_->rank();
   const bool own = plan.contributes_own[rank], pred = plan.contributes_predecessor[rank];
+  // Every contributor's snapshot holds the whole buffer blob; the first one shares it.
+  int buffer_source = -1;
+  for (int r = 0; r < comm_->size() && buffer_source < 0; ++r)
+    if (plan.contributes_own[r] || plan.contributes_predecessor[r]) buffer_source = r;
+  torch::Tensor snapshot_buffers;
   if (own || pred) {
     const PeerReplica::Snapshot* snap = replica_.At(plan.meta.global_step);
     if (!snap)
@@ -111,10 +119,13 @@ Status TrainingSession::RestoreFromReplicas(const RecoveryPlan& plan) {
     if (pred)
       put(snap->predecessor, snap->predecessor_params, snap->predecessor_exp_avg,
           snap->predecessor_exp_avg_sq);
+    snapshot_buffers = snap->buffers;
   }
   RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce(
       {all.data_ptr<float>(), static_cast<size_t>(3 * n), collectives::DataType::kFloat32},
       collectives::ReduceOp::kSum)));
+  if (buffer_source >= 0)
+    RETORT_RETURN_IF_ERROR(ShareStudentBuffers(buffer_source, snapshot_buffers));
   const auto& range = kd_step_->optimizer().range();
   return InstallState(plan.meta, p, m.slice(0, range.offset, range.end()),
                       v.slice(0, range.offset, range.end()));
@@ -139,7 +150,24 @@ Status TrainingSession::InstallState(const StateMeta& meta, const torch::Tensor&
 Status TrainingSession::CaptureReplica() {
   return replica_.Capture(*comm_, kd_step_->plan(), kd_step_->flat().params(),
                           kd_step_->optimizer().exp_avg(), kd_step_->optimizer().exp_avg_sq(),
-                          CurrentMeta(), options_.comm_timeout_ms);
+                          trainer::PackModelBuffers(kd_step_->student()), CurrentMeta(),
+                          options_.comm_timeout_ms);
+}
+
+Status TrainingSession::ShareStudentBuffers(int source, const torch::Tensor& blob_at_source) {
+  trainer::Model& student = kd_step_->student();
+  const int64_t words = trainer::ModelBufferWords(student);
+  if (words == 0) return Status::Ok();
+  const bool have = blob_at_source.defined() && blob_at_source.numel() == words;
+  torch::Tensor blob = comm_->rank() == source && have ? blob_at_source.clone()
+                                                       : torch::zeros({words}, torch::kFloat);
+  RETORT_RETURN_IF_ERROR(Await(comm_->Broadcast(
+      {blob.data_ptr<float>(), static_cast<size_t>(words), collectives::DataType::kFloat32},
+      source)));
+  if (comm_->rank() == source && !have)
+    return InternalError("rank " + std::to_string(source) +
+                         " was to share the student's buffers but holds none of the right size");
+  return trainer::UnpackModelBuffers(blob.data_ptr<float>(), words, student);
 }
 
 void TrainingSession::ReportFailedPeers(const Assignment& a, const Status& error) {
@@ -177,6 +205,7 @@ Status TrainingSession::SaveState() {
         counts)));
   }
   saved_params_ = kd_step_->flat().params().clone();
+  saved_buffers_ = trainer::PackModelBuffers(kd_step_->student());
   saved_exp_avg_ = m;
   saved_exp_avg_sq_ = v;
   saved_meta_ = CurrentMeta();

@@ -133,6 +133,7 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   parameter_count_ = trainer::FlatParameterCount(*student_);
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
+  if (teacher_) RETORT_RETURN_IF_ERROR(CheckTeacherBeatsChance(job, *teacher_, *test_set_));
   RETORT_ASSIGN_OR_RETURN(loader_,
                           trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
@@ -416,22 +417,10 @@ Status TrainingSession::Finish(const Assignment& a) {
   const int64_t n = test_set_->size();
   const int world = comm_->size(), rank = comm_->rank();
   const int64_t begin = n * rank / world, end = n * (rank + 1) / world;
-  const auto shape = test_set_->shape();
   std::vector<trainer::Batch> batches;
   failure_phase_ = FailurePhase::kData;  // a corrupt test sample fails every try
-  for (int64_t i = begin; job_.evaluate() && i < end; i += 500) {
-    int64_t count = std::min<int64_t>(500, end - i);
-    trainer::Batch b;
-    b.images = torch::empty({count, shape.channels, shape.height, shape.width});
-    b.labels = torch::empty({count}, torch::kInt64);
-    const int64_t per = shape.channels * shape.height * shape.width;
-    for (int64_t k = 0; k < count; ++k) {
-      int64_t label = 0;
-      RETORT_RETURN_IF_ERROR(
-          test_set_->Get(i + k, 0, b.images.data_ptr<float>() + k * per, &label));
-      b.labels[k] = label;
-    }
-    batches.push_back(std::move(b));
+  if (job_.evaluate()) {
+    RETORT_ASSIGN_OR_RETURN(batches, ReadEvalBatches(*test_set_, begin, end));
   }
   failure_phase_ = FailurePhase::kCommunication;
   auto t0 = Clock::now();

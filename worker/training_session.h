@@ -104,6 +104,9 @@ class TrainingSession final : public GenerationHandler {
   Status RestoreFresh(const std::string& why);
   // Snapshot for the peer replica after a completed step (or right after a restore).
   Status CaptureReplica();
+  // Broadcasts `blob_at_source` (the student's buffer blob, trainer/model_buffers.h; only
+  // read on rank `source`) and installs it on every rank. No-op for students without buffers.
+  Status ShareStudentBuffers(int source, const torch::Tensor& blob_at_source);
   // After a failed generation: tell the coordinator which peers the data plane saw die.
   void ReportFailedPeers(const Assignment& a, const Status& error);
   // After RunSteps failed with `error` (in failure_phase_): a failure that will recur on every
@@ -125,6 +128,10 @@ class TrainingSession final : public GenerationHandler {
   // skipped for the previous one). False when the job has none; DATA_LOSS naming each
   // checkpoint when it has some and none can be read (the job never silently restarts at 0).
   StatusOr<bool> RestoreFromCheckpoint(const Assignment& a);
+  // The student's buffer blob from a checkpoint (undefined when the student has no buffers or
+  // the checkpoint predates them); DATA_LOSS when the file is damaged or of the wrong size.
+  StatusOr<torch::Tensor> ReadCheckpointBuffers(const std::string& dir,
+                                                const v1::CheckpointManifest& manifest);
   // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
   StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
@@ -149,6 +156,7 @@ class TrainingSession final : public GenerationHandler {
   // the full parameter buffer and the full AdamW moments.
   StateMeta saved_meta_;
   torch::Tensor saved_params_, saved_exp_avg_, saved_exp_avg_sq_;
+  torch::Tensor saved_buffers_;  // the student's buffer blob at saved_meta_
   trainer::data::SamplerState position_;
   PeerReplica replica_;
   uint64_t last_checkpoint_handled_ = 0;

@@ -64,8 +64,10 @@ std::string TrajectoryYaml(const JobOptions& job) {
   std::ostringstream y;
   y << "name: elastic\n"
        "teacher: {preset: fm-teacher-p7}\n"
-       "student: {preset: fm-student-p7}\n"
-       "dataset: {kind: fashion-mnist, augment: true}\n"
+    << (job.student_torchscript.empty()
+            ? std::string("student: {preset: fm-student-p7}\n")
+            : "student: {torchscript_path: " + job.student_torchscript + "}\n")
+    << "dataset: {kind: fashion-mnist, augment: true}\n"
        "global_batch: "
     << job.global_batch << "\nsteps: " << job.steps
     << "\n"

@@ -30,6 +30,8 @@ struct JobOptions {
   int max_workers = 8;
   int checkpoint_every_steps = 0;  // 0: no periodic checkpoints
   int checkpoint_keep = 3;
+  // A TorchScript student instead of the built-in fm-student-p7 (e.g. a CNN with BatchNorm).
+  std::string student_torchscript;
 };
 
 // Model, data, batch, steps, optimizer, distillation: what the loss curve depends on.

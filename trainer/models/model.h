@@ -27,7 +27,9 @@ class Model {
   virtual std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() = 0;
   // Buffers that are not parameters (e.g. BatchNorm statistics); empty for ViT.
   virtual std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() { return {}; }
+  // Train mode (dropout on, BatchNorm updating its running statistics) or eval mode.
   virtual void SetTraining(bool training) = 0;
+  virtual bool IsTraining() const = 0;
   // Promises that the weights no longer change (a teacher): inference may then use weight
   // layouts prepared once, e.g. GEMM operands packed on the first forward. Irreversible.
   virtual void Freeze() {}

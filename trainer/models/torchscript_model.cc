@@ -26,6 +26,7 @@ class TorchScriptModel final : public Model {
     return out;
   }
   void SetTraining(bool training) override { module_.train(training); }
+  bool IsTraining() const override { return module_.is_training(); }
   void To(torch::Device device) override { module_.to(device); }
   std::string Describe() const override { return "torchscript:" + path_; }
 

@@ -213,6 +213,7 @@ class VitModel final : public Model {
     return out;
   }
   void SetTraining(bool training) override { vit_->train(training); }
+  bool IsTraining() const override { return vit_->is_training(); }
   void To(torch::Device device) override { vit_->to(device); }
   std::string Describe() const override { return "vit:" + vit_->config.name; }
 

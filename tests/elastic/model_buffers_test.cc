@@ -1,0 +1,112 @@
+// The student's buffers (BatchNorm running statistics) are model state through every elastic
+// event: a worker that joins mid-run (agreed switch: full state), a kill -9 (peer replicas) and
+// a restart of every worker from a disk checkpoint, also when the newest checkpoint's buffer
+// file is corrupt. Every generation rebuilds the student from its TorchScript file, so a path
+// that dropped the buffers would restart num_batches_tracked from 0: the exported student must
+// have counted every step exactly once.
+#include <signal.h>
+
+#include <fstream>
+
+#include "elastic/scenario_test.h"
+#include "tests/trainer/python_fixture.h"
+#include "trainer/safetensors.h"
+
+namespace retort::elastic_testing {
+namespace {
+
+class ModelBuffersTest : public ElasticScenarioTest {
+ protected:
+  void SetUp() override {
+    ElasticScenarioTest::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_TRUE(trainer::test::PythonTorchAvailable()) << RETORT_PYTHON " has no torch";
+    fixture_dir_ = testing::MakeTempDir("retort_elastic_buffers");
+    dirs_.push_back(fixture_dir_);
+    ASSERT_EQ(trainer::test::RunFixtureScript("batchnorm-fm " + fixture_dir_ + " 2>/dev/null"), 0);
+    job_.steps = 120;
+    job_.min_workers = 2;
+    job_.max_workers = 3;
+    job_.student_torchscript = fixture_dir_ + "/cnn.pt";
+  }
+
+  // num_batches_tracked of both BatchNorm layers of the exported student.
+  void ExpectEveryStepCountedOnce(ElasticCluster& c, const std::string& what) {
+    auto tensors = trainer::ReadSafetensors(c.dir() + "/out/student.safetensors");
+    ASSERT_TRUE(tensors.ok()) << tensors.status() << "\n" << c.Logs();
+    int found = 0;
+    for (const auto& [name, t] : *tensors) {
+      if (name.find("num_batches_tracked") == std::string::npos) continue;
+      ++found;
+      EXPECT_EQ(t.item<int64_t>(), job_.steps) << what << ": " << name;
+    }
+    EXPECT_EQ(found, 2) << "bn1 and bn2";
+  }
+
+  std::string fixture_dir_;
+  JobOptions job_;
+};
+
+TEST_F(ModelBuffersTest, JoinAndKillNineCarryTheBuffers) {
+  auto c = StartCluster(job_, 2);
+  ASSERT_TRUE(c->WaitForWorld(2, 10, kStartup)) << c->Logs();
+  c->StartWorker(2);  // joins: the next generation starts from the saved full state
+  ASSERT_TRUE(c->WaitForWorld(3, c->LastStep() + 5, kEvent)) << c->Logs();
+  StatusView st;
+  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
+  const MemberView victim = *st.ByRank(1);  // not the metrics writer
+  const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
+  c->worker(victim_index).Signal(SIGKILL);  // the survivors restore from the peer replicas
+  const size_t lines_before = c->Metrics().lines.size();
+  const int64_t step_before = c->LastStep();
+  ExpectCompletedCleanly(*c, {victim_index});
+  ExpectNoLostSteps(c->Metrics(), job_, lines_before, step_before);
+  ExpectEveryStepCountedOnce(*c,
+                             "join at step ~10, kill -9 at step ~" + std::to_string(step_before));
+}
+
+TEST_F(ModelBuffersTest, RestartFromCheckpointsRestoresTheBuffersAndRejectsACorruptCopy) {
+  job_.checkpoint_every_steps = 20;
+  auto c = StartCluster(job_, 2);
+  StatusView st;
+  ASSERT_TRUE(c->WaitForStatus([](const StatusView& s) { return s.last_checkpoint_step >= 40; },
+                               kStartup + kEvent, &st))
+      << st.raw << "\n"
+      << c->Logs();
+  for (int i = 0; i < c->worker_count(); ++i) c->worker(i).Signal(SIGKILL);
+  for (int i = 0; i < c->worker_count(); ++i) c->worker(i).Wait(milliseconds(5000));
+  auto committed = ListCommittedCheckpoints(c->checkpoint_dir());
+  ASSERT_GE(committed.size(), 2u);
+  const CommittedCheckpoint& newest = committed.back();
+  ASSERT_THAT(newest.files, ::testing::Contains("model-buffers.bin"));
+  {
+    // Flip one byte: the restore must refuse this copy (CRC) and take the previous checkpoint.
+    std::fstream f(newest.dir + "/model-buffers.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    char byte = 0;
+    f.seekg(5);
+    f.read(&byte, 1);
+    byte ^= 0x40;
+    f.seekp(5);
+    f.write(&byte, 1);
+  }
+  const int first = c->worker_count();
+  c->StartWorker(0);
+  c->StartWorker(1);
+  ExpectCompletedCleanly(*c, {0, 1});
+  // Rank 0 of the new generation reads the buffers and reports the bad copy.
+  const std::string rejected = "checkpoint " + std::to_string(newest.id) + " unusable on this rank";
+  bool reported = false;
+  for (int i = first; i < c->worker_count(); ++i)
+    reported |= c->worker(i).Log().find(rejected) != std::string::npos;
+  EXPECT_TRUE(reported) << "no worker rejected the corrupt buffers of checkpoint " << newest.id
+                        << "\n"
+                        << c->Logs();
+  EXPECT_TRUE(c->Metrics().malformed.empty());
+  ExpectEveryStepCountedOnce(
+      *c, "restart of every worker after step " + std::to_string(st.last_checkpoint_step));
+}
+
+}  // namespace
+}  // namespace retort::elastic_testing
