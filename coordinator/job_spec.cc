@@ -149,6 +149,12 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(DoubleIn(o.beta2(), 0, false, 1, true, "optimizer.beta2"));
   RETORT_RETURN_IF_ERROR(DoubleIn(o.eps(), 0, true, 1, false, "optimizer.eps"));
   RETORT_RETURN_IF_ERROR(IntIn(o.warmup_steps(), 0, kMaxSteps, "optimizer.warmup_steps"));
+  // The schedule warms up, then decays over the rest: a warmup longer than the job would fail
+  // every worker's optimizer setup. (With epochs the step count is known only to the workers.)
+  if (s.steps() != 0 && o.warmup_steps() > s.steps())
+    return InvalidArgumentError("optimizer.warmup_steps: must be <= steps (" +
+                                std::to_string(s.steps()) + "), got " +
+                                std::to_string(o.warmup_steps()));
   RETORT_RETURN_IF_ERROR(DoubleIn(o.min_lr(), 0, false, o.lr(), false, "optimizer.min_lr"));
   RETORT_RETURN_IF_ERROR(
       DoubleIn(o.clip_grad_norm(), 0, false, kHuge, false, "optimizer.clip_grad_norm"));

@@ -180,6 +180,8 @@ TEST(JobSpecTest, TableOfBadValuesIsRefusedNamingTheField) {
       {"optimizer: {eps: -1e-8}\n", "optimizer.eps: must be in (0, 1]"},
       {"optimizer: {warmup_steps: -1}\n", "optimizer.warmup_steps: must be in [0, 1000000000]"},
       {"optimizer: {warmup_steps: 1e12}\n", "optimizer.warmup_steps: must be in [0, 1000000000]"},
+      {"steps: 4\noptimizer: {warmup_steps: 5}\n",
+       "optimizer.warmup_steps: must be <= steps (4), got 5"},
       {"optimizer: {lr: 0.01, min_lr: 0.1}\n", "optimizer.min_lr: must be in [0, 0.01], got 0.1"},
       {"optimizer: {min_lr: -1}\n", "optimizer.min_lr: must be in [0,"},
       {"optimizer: {clip_grad_norm: -1}\n", "optimizer.clip_grad_norm: must be in [0,"},
