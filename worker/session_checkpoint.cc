@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -17,15 +18,16 @@
 #include "worker/training_session.h"
 
 namespace retort::worker {
-namespace {
-
-constexpr int kMaxCheckpointCandidates = 16;
 
 // What the writer thread writes: a copy of this rank's range, taken on the training thread.
 struct ShardSnapshot {
   checkpoint::ShardHeader header;
   torch::Tensor params, exp_avg, exp_avg_sq;
 };
+
+namespace {
+
+constexpr int kMaxCheckpointCandidates = 16;
 
 // Retries a coordinator RPC that may hit a restarting coordinator, until `deadline`.
 template <typename F>
@@ -89,10 +91,10 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
   // Snapshot the state right after this step (the live optimizer range): a memory copy, so
   // the next step may run while the writer thread writes it.
   const auto& range = kd_step_->optimizer().range();
-  auto shard = std::make_shared<ShardSnapshot>();
-  shard->params = kd_step_->flat().params().slice(0, range.offset, range.end()).clone();
-  shard->exp_avg = kd_step_->optimizer().exp_avg().clone();
-  shard->exp_avg_sq = kd_step_->optimizer().exp_avg_sq().clone();
+  std::shared_ptr<ShardSnapshot> shard = SnapshotBuffer(range.count);
+  shard->params.copy_(kd_step_->flat().params().slice(0, range.offset, range.end()));
+  shard->exp_avg.copy_(kd_step_->optimizer().exp_avg());
+  shard->exp_avg_sq.copy_(kd_step_->optimizer().exp_avg_sq());
   const StateMeta meta = CurrentMeta();
   checkpoint::ShardHeader& h = shard->header;
   h.rank = comm_->rank();
@@ -185,6 +187,26 @@ StatusOr<std::vector<uint64_t>> TrainingSession::AgreeOnCheckpoints(const Assign
   std::vector<uint64_t> ids;
   for (int64_t i = 0; i < table[0]; ++i) ids.push_back(static_cast<uint64_t>(table[1 + i]));
   return ids;
+}
+
+std::shared_ptr<ShardSnapshot> TrainingSession::SnapshotBuffer(int64_t count) {
+  // A buffer only this pool still holds is free: the writer dropped its reference.
+  for (auto& s : snapshot_pool_) {
+    if (s.use_count() == 1 && s->params.numel() == count) {
+      // Pairs with the writer's release of its reference: its reads of the buffer are done.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return s;
+    }
+  }
+  auto s = std::make_shared<ShardSnapshot>();
+  s->params = torch::empty({count});
+  s->exp_avg = torch::empty({count});
+  s->exp_avg_sq = torch::empty({count});
+  // Replace a free buffer of another size (a new generation's range) before growing the pool.
+  for (auto& old : snapshot_pool_)
+    if (old.use_count() == 1) return old = s;
+  snapshot_pool_.push_back(s);
+  return s;
 }
 
 StatusOr<torch::Tensor> TrainingSession::ReadCheckpointBuffers(

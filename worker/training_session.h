@@ -52,6 +52,8 @@ struct TrainingOptions {
   std::string default_output_dir = "retort-out";
 };
 
+struct ShardSnapshot;  // session_checkpoint.cc
+
 class TrainingSession final : public GenerationHandler {
  public:
   TrainingSession(TrainingOptions options, CoordinatorClient* client);
@@ -128,6 +130,8 @@ class TrainingSession final : public GenerationHandler {
   // skipped for the previous one). False when the job has none; DATA_LOSS naming each
   // checkpoint when it has some and none can be read (the job never silently restarts at 0).
   StatusOr<bool> RestoreFromCheckpoint(const Assignment& a);
+  // A snapshot buffer of `count` elements per array that no pending write holds.
+  std::shared_ptr<ShardSnapshot> SnapshotBuffer(int64_t count);
   // The student's buffer blob from a checkpoint (undefined when the student has no buffers or
   // the checkpoint predates them); DATA_LOSS when the file is damaged or of the wrong size.
   StatusOr<torch::Tensor> ReadCheckpointBuffers(const std::string& dir,
@@ -164,6 +168,9 @@ class TrainingSession final : public GenerationHandler {
   // Writes checkpoint shards in the background (session_checkpoint.cc); drained before the
   // worker leaves so that a checkpoint at the last step still commits.
   ShardWriter shard_writer_;
+  // Snapshot buffers reused across checkpoints (a fresh allocation would fault in every page on
+  // the training thread); one is free when the writer no longer holds it.
+  std::vector<std::shared_ptr<ShardSnapshot>> snapshot_pool_;
   int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;

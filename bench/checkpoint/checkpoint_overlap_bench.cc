@@ -61,6 +61,9 @@ RoundResult RunRound(const Options& o, bool background, int passes, std::vector<
                      std::vector<float>* m, std::vector<float>* v, const std::vector<float>& grad,
                      const std::string& dir) {
   retort::worker::ShardWriter writer(2);
+  // Snapshot buffers are reused once the writer is done with them, as the worker does
+  // (SnapshotPool): a fresh allocation would fault in every page on the training thread.
+  std::vector<std::shared_ptr<std::vector<float>>> pool;
   std::vector<double> normal, at_checkpoint, writes;
   std::mutex writes_mu;
   const int64_t count = static_cast<int64_t>(params->size());
@@ -86,7 +89,13 @@ RoundResult RunRound(const Options& o, bool background, int passes, std::vector<
         writes.push_back(std::chrono::duration<double, std::milli>(Clock::now() - w0).count());
       } else {
         // The snapshot: a memory copy of the three arrays (on GPUs, device to pinned host).
-        auto snap = std::make_shared<std::vector<float>>(3 * params->size());
+        std::shared_ptr<std::vector<float>> snap;
+        for (auto& p : pool)
+          if (p.use_count() == 1) snap = p;
+        if (!snap) {
+          snap = std::make_shared<std::vector<float>>(3 * params->size());
+          pool.push_back(snap);
+        }
         std::memcpy(snap->data(), params->data(), params->size() * 4);
         std::memcpy(snap->data() + count, m->data(), params->size() * 4);
         std::memcpy(snap->data() + 2 * count, v->data(), params->size() * 4);
