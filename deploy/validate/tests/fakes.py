@@ -21,9 +21,11 @@ HELP = {
         _flag(f)
         for f in [
             "listen", "state-dir", "job", "heartbeat-interval-ms", "eviction-timeout-ms", "settle-ms",
-            "min-workers", "max-workers", "checkpoint-dir", "log-level",
+            "min-workers", "max-workers", "checkpoint-dir", "log-level", "rejoin-grace-ms",
         ]
     )
+    + _flag("no-check-paths", False)
+    + _flag("restart-from-scratch", False)
     + "  --help\n      Show this help and exit.\n",
     "retort-worker": "Usage: retort-worker [flags]\n\nFlags:\n"
     + "".join(
