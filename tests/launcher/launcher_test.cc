@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -65,6 +66,31 @@ class LauncherTest : public ElasticScenarioTest {
     EXPECT_EQ(::kill(*pid, SIGKILL), 0);
     return victim;
   }
+
+  // A run launched with --workers=`workers` and `args` whose rank 1 was killed (SIGKILL) once
+  // every worker held a rank and the metrics had reached `step`.
+  struct KilledRun {
+    std::unique_ptr<LaunchedJob> run;
+    std::string metrics;
+    MemberView victim;
+    pid_t pid = 0;
+    size_t lines_before = 0;  // metrics lines at the kill
+    int64_t step_before = 0;  // newest step at the kill
+  };
+  void LaunchAndKillRankOne(const JobOptions& job, int workers, std::vector<std::string> args,
+                            int64_t step, KilledRun* out) {
+    const std::string dir = NewRun(job);
+    args.insert(args.begin(), "--workers=" + std::to_string(workers));
+    out->run = std::make_unique<LaunchedJob>(dir + "/job.yaml", args, dir + "/launcher.log");
+    out->metrics = dir + "/out/metrics.jsonl";
+    ASSERT_TRUE(WaitForWorld(out->metrics, workers, step, *out->run)) << out->run->Log();
+    auto st = WaitRanked(*out->run, workers);
+    ASSERT_TRUE(st) << out->run->Log();
+    out->victim = KillRank(*out->run, *st, 1, &out->pid);
+    const auto lines = ReadMetrics(out->metrics).lines;
+    out->lines_before = lines.size();
+    out->step_before = lines.empty() ? 0 : lines.back().step;
+  }
 };
 
 // kill -9 of rank 1 of 3 with --max-restarts=0: reported, the job goes on with 2 (min_workers 2),
@@ -74,16 +100,14 @@ TEST_F(LauncherTest, KillNineWithoutRestartsJobContinuesAndCompletes) {
   job.min_workers = 2;
   job.max_workers = 3;
   LoadReference(job);
-  const std::string dir = NewRun(job);
-  LaunchedJob run(dir + "/job.yaml", {"--workers=3", "--max-restarts=0"}, dir + "/launcher.log");
-  const std::string metrics = dir + "/out/metrics.jsonl";
-  ASSERT_TRUE(WaitForWorld(metrics, 3, 10, run)) << run.Log();
-  auto st = WaitRanked(run, 3);
-  ASSERT_TRUE(st) << run.Log();
-  pid_t pid = 0;
-  const MemberView victim = KillRank(run, *st, 1, &pid);
-  const size_t lines_before = ReadMetrics(metrics).lines.size();
-  const int64_t step_before = lines_before > 0 ? ReadMetrics(metrics).lines.back().step : 0;
+  KilledRun k;
+  ASSERT_NO_FATAL_FAILURE(LaunchAndKillRankOne(job, 3, {"--max-restarts=0"}, 10, &k));
+  LaunchedJob& run = *k.run;
+  const std::string& metrics = k.metrics;
+  const MemberView& victim = k.victim;
+  const pid_t pid = k.pid;
+  const size_t lines_before = k.lines_before;
+  const int64_t step_before = k.step_before;
 
   auto rc = run.Wait(kCompletion);
   ASSERT_TRUE(rc) << "retort-run did not finish\n" << run.Log();
@@ -112,16 +136,14 @@ TEST_F(LauncherTest, KillNineWithRestartReplacementJoinsAsNewMember) {
   job.min_workers = 2;
   job.max_workers = 3;
   LoadReference(job);
-  const std::string dir = NewRun(job);
-  LaunchedJob run(dir + "/job.yaml", {"--workers=3", "--max-restarts=1"}, dir + "/launcher.log");
-  const std::string metrics = dir + "/out/metrics.jsonl";
-  ASSERT_TRUE(WaitForWorld(metrics, 3, 10, run)) << run.Log();
-  auto st = WaitRanked(run, 3);
-  ASSERT_TRUE(st) << run.Log();
-  pid_t pid = 0;
-  const MemberView victim = KillRank(run, *st, 1, &pid);
-  const size_t lines_before = ReadMetrics(metrics).lines.size();
-  const int64_t step_before = lines_before > 0 ? ReadMetrics(metrics).lines.back().step : 0;
+  KilledRun k;
+  ASSERT_NO_FATAL_FAILURE(LaunchAndKillRankOne(job, 3, {"--max-restarts=1"}, 10, &k));
+  LaunchedJob& run = *k.run;
+  const std::string& metrics = k.metrics;
+  const MemberView& victim = k.victim;
+  const pid_t pid = k.pid;
+  const size_t lines_before = k.lines_before;
+  const int64_t step_before = k.step_before;
 
   // The replacement: another process in the slot, a member with the victim's local rank under a
   // new id, ranked in a generation of 3.
@@ -161,14 +183,10 @@ TEST_F(LauncherTest, BelowMinWorkersFailsWithTheReason) {
   JobOptions job;
   job.min_workers = 2;
   job.max_workers = 2;
-  const std::string dir = NewRun(job);
-  LaunchedJob run(dir + "/job.yaml", {"--workers=2", "--max-restarts=0"}, dir + "/launcher.log");
-  const std::string metrics = dir + "/out/metrics.jsonl";
-  ASSERT_TRUE(WaitForWorld(metrics, 2, 5, run)) << run.Log();
-  auto st = WaitRanked(run, 2);
-  ASSERT_TRUE(st) << run.Log();
-  pid_t pid = 0;
-  const MemberView victim = KillRank(run, *st, 1, &pid);
+  KilledRun k;
+  ASSERT_NO_FATAL_FAILURE(LaunchAndKillRankOne(job, 2, {"--max-restarts=0"}, 5, &k));
+  LaunchedJob& run = *k.run;
+  const MemberView& victim = k.victim;
   auto rc = run.Wait(kEvent);
   ASSERT_TRUE(rc) << "retort-run did not give up on the job\n" << run.Log();
   EXPECT_EQ(*rc, 1);
@@ -177,7 +195,7 @@ TEST_F(LauncherTest, BelowMinWorkersFailsWithTheReason) {
               HasSubstr("only 1 of 2 worker(s) left and the job needs min_workers=2 (worker " +
                         std::to_string(victim.local_rank) +
                         " exited with status 137 (killed by SIGKILL))"));
-  EXPECT_LT(ReadMetrics(metrics).lines.size(), static_cast<size_t>(job.steps));
+  EXPECT_LT(ReadMetrics(k.metrics).lines.size(), static_cast<size_t>(job.steps));
 }
 
 // A short job without evaluation; then the same command again ("already completed", exit 0,
