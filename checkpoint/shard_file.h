@@ -2,9 +2,9 @@
 // ZeRO-1 optimizer state it owns (its contiguous range of the flat float32 parameter buffer:
 // params, exp_avg, exp_avg_sq) into one file in the checkpoint directory the coordinator named,
 // and acks the returned v1::CheckpointFile; the coordinator commits MANIFEST.json last. A
-// reader at any world size M reads any element range back by opening only the shards that
-// overlap it and reading only the byte ranges it needs (pread), verifying a CRC32C for every
-// chunk it touches.
+// reader at any world size M reads any element range back (shard_reader.h) by opening only the
+// shards that overlap it and reading only the byte ranges it needs (pread), verifying a CRC32C
+// for every chunk it touches.
 //
 // File layout of <dir>/shard-<rank, 5 digits>.bin (all integers little-endian, version 1):
 //
@@ -93,41 +93,5 @@ std::string ShardFileName(int32_t rank);
 // checkpoint's generation and step: ReadRange checks them against the manifest.
 StatusOr<v1::CheckpointFile> WriteShard(const std::string& dir, const ShardView& shard,
                                         const WriteOptions& options = WriteOptions());
-
-struct RangeState {
-  // From the first shard read; range_offset/range_count are the requested range, rank is the
-  // rank of the shard the header came from.
-  ShardHeader header;
-  std::vector<float> params, exp_avg, exp_avg_sq;
-};
-
-// Reads elements [offset, offset+count) of the three arrays from the shards `manifest` lists
-// (manifest.plan() has the ranges of the writing generation, manifest.files() the file of each
-// rank), opening only overlapping files and reading only the chunks that hold the range.
-// Verifies the manifest (plan tiles [0, total_elements), one file per rank), each opened file's
-// size against the manifest, its header (magic, version, CRC, rank and range against the plan,
-// generation and step against the manifest), the chunk table CRC, the CRC of every chunk read,
-// and that all opened shards agree on generation, seed, steps and epoch. Any mismatch ->
-// DATA_LOSS naming the file (and chunk). A range outside [0, total_elements) -> OUT_OF_RANGE.
-// count == 0 reads one header (of the shard holding `offset`) and no data.
-StatusOr<RangeState> ReadRange(const std::string& dir, const v1::CheckpointManifest& manifest,
-                               int64_t offset, int64_t count);
-
-// Where ReadRangeInto puts elements [offset, offset+count): count floats each.
-struct RangeBuffers {
-  float* params = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
-};
-
-// ReadRange into caller-owned memory (e.g. the rank's own optimizer state), without the
-// intermediate vectors. Same checks and errors; returns the header as RangeState.header. On
-// error the buffers may hold part of the range.
-StatusOr<ShardHeader> ReadRangeInto(const std::string& dir, const v1::CheckpointManifest& manifest,
-                                    int64_t offset, int64_t count, const RangeBuffers& out);
-
-// Reads every file the manifest lists in full and checks its size and whole-file CRC32C
-// against the manifest (a thorough check for tools and tests). Mismatch -> DATA_LOSS.
-Status VerifyCheckpoint(const std::string& dir, const v1::CheckpointManifest& manifest);
 
 }  // namespace retort::checkpoint

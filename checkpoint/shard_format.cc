@@ -1,6 +1,7 @@
 #include "checkpoint/shard_format.h"
 
 #include <cerrno>
+#include <limits>
 
 #include "common/checksum.h"
 
@@ -109,6 +110,16 @@ StatusOr<Layout> DecodeHeader(const unsigned char* buf, const std::string& path)
       h.range_offset > h.total_elements || h.range_count > h.total_elements - h.range_offset)
     return bad("range [" + std::to_string(h.range_offset) + ", +" + std::to_string(h.range_count) +
                ") is not inside [0, " + std::to_string(h.total_elements) + ")");
+  // Every size the layout derives (4 bytes per element and array, a 4-byte CRC per chunk of at
+  // least 4 bytes, the file size) must fit in an off_t: 2^62 + 1 elements wrapped the array size
+  // to 4 bytes, and the reader then indexed past its chunk table.
+  constexpr int64_t kMaxRangeCount =
+      (std::numeric_limits<int64_t>::max() - static_cast<int64_t>(kHeaderBytes + kTrailerBytes)) /
+      (2 * kArrays * kElementBytes);
+  if (h.range_count > kMaxRangeCount)
+    return bad("range count " + std::to_string(h.range_count) +
+               " is larger than any file can hold (at most " + std::to_string(kMaxRangeCount) +
+               ")");
   uint64_t chunk_bytes = Get<uint64_t>(buf, kOffChunkBytes);
   if (chunk_bytes < kElementBytes || chunk_bytes > kMaxChunkBytes ||
       chunk_bytes % kElementBytes != 0)

@@ -1,6 +1,5 @@
-// ReadRange and VerifyCheckpoint: checkpoint reads at any world size. The manifest's plan says
-// which old ranks hold a requested range; only their files are opened and only the chunks that
-// hold the range are read (pread), each verified against the chunk CRC table.
+#include "checkpoint/shard_reader.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "checkpoint/shard_file.h"
 #include "checkpoint/shard_format.h"
 #include "common/checksum.h"
 

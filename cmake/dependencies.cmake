@@ -28,8 +28,12 @@ if(RETORT_BUILD_COORDINATOR)
     set_target_properties(gRPC::grpc++_reflection PROPERTIES IMPORTED_LOCATION ${GRPCPP_REFLECTION_LIB})
   endif()
   find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+  # libcrypto: `retortctl certs` (a test cluster's CA and certificates).
+  find_package(OpenSSL REQUIRED COMPONENTS Crypto)
   find_package(nlohmann_json REQUIRED)
   find_package(yaml-cpp REQUIRED)
+  # Prometheus metrics of the coordinator and the workers (Debian prometheus-cpp-dev).
+  find_package(prometheus-cpp CONFIG REQUIRED)
 endif()
 
 if(RETORT_BUILD_TESTS)

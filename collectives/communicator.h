@@ -16,6 +16,8 @@
 //  - Buffers: raw pointer + count + dtype, owned by the caller and left untouched by the
 //    caller until the Work completes. Counts are in elements. Input and output must not
 //    overlap, except where an operation documents an in-place form.
+//  - Arguments are checked when an operation is issued: a bad one completes its Work at once
+//    with INVALID_ARGUMENT naming it, and leaves the communicator usable.
 //  - Reductions: fp32, bf16, fp16; 16-bit types reduce with fp32 arithmetic per step. kAverage
 //    divides by size() once, in fp32, at the end.
 // Thread-safety: the issuing methods may be called from one thread at a time (the training
@@ -54,33 +56,32 @@ class Communicator {
   // counts[rank()] elements receive the reduction of segment rank() over all ranks. counts has
   // size() entries, zeros allowed. In place: output.data may equal the start of this rank's
   // segment of input.
-  virtual WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                 const std::vector<size_t>& counts, ReduceOp op,
-                                 const CollectiveOptions& options = {}) = 0;
+  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                         ReduceOp op, const CollectiveOptions& options = {});
   // input: counts[rank()] elements; output: sum(counts) elements, segment r from rank r. In
   // place: input.data may equal the start of this rank's segment of output.
-  virtual WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output,
-                             const std::vector<size_t>& counts,
-                             const CollectiveOptions& options = {}) = 0;
+  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                     const CollectiveOptions& options = {});
   // In place on `data` (same count on every rank).
-  virtual WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
-                            const CollectiveOptions& options = {}) = 0;
+  WorkPtr AllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options = {});
   // `data` of `root` is copied into `data` of every other rank (same count everywhere).
-  virtual WorkPtr Broadcast(MutableBuffer data, int root,
-                            const CollectiveOptions& options = {}) = 0;
-  virtual WorkPtr Barrier(const CollectiveOptions& options = {}) = 0;
+  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {});
+  WorkPtr Barrier(const CollectiveOptions& options = {});
   // Point to point. A Send matches the Recv on `peer` with the same tag, in issue order per
   // (pair, tag). Counts and dtypes must agree (a longer message is an error, not truncated).
-  virtual WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
-                       const CollectiveOptions& options = {}) = 0;
-  virtual WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
-                       const CollectiveOptions& options = {}) = 0;
+  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag, const CollectiveOptions& options = {});
+  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag, const CollectiveOptions& options = {});
   // Every rank sends send_counts[p] elements (packed in rank order in `input`) to rank p and
   // receives recv_counts[p] elements from p (packed in rank order in `output`). Both vectors
   // have size() entries; send_counts[p] here must equal recv_counts[rank()] on p.
-  virtual WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
-                            MutableBuffer output, const std::vector<size_t>& recv_counts,
-                            const CollectiveOptions& options = {}) = 0;
+  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
+                    const std::vector<size_t>& recv_counts, const CollectiveOptions& options = {});
+
+  // Equal-count forms: input has size() * output.count elements (reduce-scatter) and output
+  // has size() * input.count elements (all-gather).
+  WorkPtr ReduceScatter(ConstBuffer input, MutableBuffer output, ReduceOp op,
+                        const CollectiveOptions& options = {});
+  WorkPtr AllGather(ConstBuffer input, MutableBuffer output, const CollectiveOptions& options = {});
 
   // Breaks the communicator: running and queued operations complete with ABORTED(reason).
   virtual void Abort(const std::string& reason) = 0;
@@ -89,11 +90,28 @@ class Communicator {
   // operation failed, to tell the coordinator which peer died.
   virtual std::vector<int> FailedPeers() const { return {}; }
 
-  // Equal-count forms: input has size() * output.count elements (reduce-scatter) and output
-  // has size() * input.count elements (all-gather).
-  WorkPtr ReduceScatter(ConstBuffer input, MutableBuffer output, ReduceOp op,
-                        const CollectiveOptions& options = {});
-  WorkPtr AllGather(ConstBuffer input, MutableBuffer output, const CollectiveOptions& options = {});
+ protected:
+  // What a backend implements. The public methods above check their arguments (validate.h)
+  // once, here, and complete the Work with INVALID_ARGUMENT at once when a check fails; a
+  // Do* method is called only with arguments that passed, and checks only what is particular
+  // to its backend (e.g. the UCX tag range).
+  virtual WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                   const std::vector<size_t>& counts, ReduceOp op,
+                                   const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                               const std::vector<size_t>& counts,
+                               const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op,
+                              const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoBarrier(const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
+                         const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                         const CollectiveOptions& options) = 0;
+  virtual WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                              MutableBuffer output, const std::vector<size_t>& recv_counts,
+                              const CollectiveOptions& options) = 0;
 };
 
 }  // namespace retort::collectives

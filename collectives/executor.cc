@@ -11,19 +11,19 @@ OpExecutor::OpExecutor(std::string name, std::function<bool()> idle_hook, Progre
 
 OpExecutor::~OpExecutor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   Break(AbortedError(name_ + " was destroyed"));
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) {
     thread_.join();
     return;
   }
-  std::lock_guard<std::mutex> drive(drive_mu_);
+  MutexLock drive(drive_mu_);
   std::deque<Entry> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     left.swap(queue_);
   }
   for (Entry& e : left)
@@ -47,7 +47,7 @@ WorkPtr OpExecutor::Enqueue(std::string description, Deadline deadline, Deferred
     work->SetDriver([this](Work* target, Deadline wait) { Drive(target, wait); });
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!broken_.ok()) {
       work->Complete(AbortedError(work->description() +
                                   ": communicator is broken after: " + broken_.ToString()));
@@ -55,7 +55,7 @@ WorkPtr OpExecutor::Enqueue(std::string description, Deadline deadline, Deferred
     }
     queue_.push_back(Entry{work, std::move(op), deferred});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return work;
 }
 
@@ -63,17 +63,17 @@ void OpExecutor::Abort(const std::string& reason) { Break(AbortedError(reason));
 
 void OpExecutor::Break(const Status& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (broken_.ok()) broken_ = reason;
   }
   aborted_.store(true);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void OpExecutor::RunEntry(Entry entry) {
   Status broken;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     broken = broken_;
   }
   if (!broken.ok()) {
@@ -94,15 +94,15 @@ void OpExecutor::Run() {
   for (;;) {
     Entry entry;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       while (!stopping_ && queue_.empty()) {
         if (idle_hook_) {
-          lock.unlock();
+          lock.Unlock();
           const bool busy = idle_hook_();
-          lock.lock();
+          lock.Lock();
           if (busy) continue;
         }
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        cv_.Wait(mu_, [&]() RETORT_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       }
       if (queue_.empty()) return;  // stopping and drained
       entry = std::move(queue_.front());
@@ -113,12 +113,12 @@ void OpExecutor::Run() {
 }
 
 void OpExecutor::Drive(Work* target, Deadline wait_deadline) {
-  std::lock_guard<std::mutex> drive(drive_mu_);
+  MutexLock drive(drive_mu_);
   while (!target->IsCompleted() && !wait_deadline.Expired()) {
     Entry entry;
     bool have = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!queue_.empty()) {
         entry = std::move(queue_.front());
         queue_.pop_front();

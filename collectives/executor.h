@@ -15,14 +15,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "collectives/work.h"
+#include "common/mutex.h"
 
 namespace retort::collectives {
 
@@ -44,9 +43,10 @@ class OpExecutor {
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
 
-  WorkPtr Submit(std::string description, Deadline deadline, Op op);
-  WorkPtr SubmitDeferred(std::string description, Deadline deadline, DeferredOp op);
-  void Abort(const std::string& reason);
+  WorkPtr Submit(std::string description, Deadline deadline, Op op) RETORT_EXCLUDES(mu_);
+  WorkPtr SubmitDeferred(std::string description, Deadline deadline, DeferredOp op)
+      RETORT_EXCLUDES(mu_);
+  void Abort(const std::string& reason) RETORT_EXCLUDES(mu_);
   // Set when the executor broke (Abort or a failed operation); running operations poll it.
   const std::atomic<bool>* aborted_flag() const { return &aborted_; }
 
@@ -56,23 +56,25 @@ class OpExecutor {
     DeferredOp op;
     bool deferred = false;
   };
-  WorkPtr Enqueue(std::string description, Deadline deadline, DeferredOp op, bool deferred);
-  void Run();                                        // background thread body
-  void RunEntry(Entry entry);                        // on the executing thread
-  void Drive(Work* target, Deadline wait_deadline);  // caller mode: progress until done
-  void Break(const Status& reason);
+  WorkPtr Enqueue(std::string description, Deadline deadline, DeferredOp op, bool deferred)
+      RETORT_EXCLUDES(mu_);
+  void Run() RETORT_EXCLUDES(mu_);                  // background thread body
+  void RunEntry(Entry entry) RETORT_EXCLUDES(mu_);  // on the executing thread
+  // Caller mode: progress until done.
+  void Drive(Work* target, Deadline wait_deadline) RETORT_EXCLUDES(mu_, drive_mu_);
+  void Break(const Status& reason) RETORT_EXCLUDES(mu_);
 
   const std::string name_;
   const std::function<bool()> idle_hook_;
   const ProgressMode mode_;
   std::atomic<bool> aborted_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Entry> queue_;  // guarded by mu_
-  Status broken_;            // guarded by mu_; OK while healthy
-  bool stopping_ = false;    // guarded by mu_
-  std::mutex drive_mu_;      // caller mode: one driving thread at a time
-  std::thread thread_;       // background mode only
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Entry> queue_ RETORT_GUARDED_BY(mu_);
+  Status broken_ RETORT_GUARDED_BY(mu_);  // OK while healthy
+  bool stopping_ RETORT_GUARDED_BY(mu_) = false;
+  Mutex drive_mu_;      // caller mode: one driving thread at a time
+  std::thread thread_;  // background mode only
 };
 
 }  // namespace retort::collectives

@@ -4,8 +4,6 @@
 #include <cstring>
 #include <map>
 
-#include "collectives/validate.h"
-
 namespace retort::collectives {
 
 StatusOr<NodePosition> LocateRank(const NodeLayout& layout, int rank) {
@@ -165,19 +163,24 @@ void HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vecto
   }
 }
 
-WorkPtr HierarchicalCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                                 const std::vector<size_t>& counts, ReduceOp op,
-                                                 const CollectiveOptions& options) {
-  Status valid = ValidateReduceScatterV(rank(), size(), input, output, counts);
-  if (!valid.ok()) return CompletedWork("reduce_scatter", valid);
+HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
+    const std::vector<size_t>& counts) const {
+  LevelCounts split{std::vector<size_t>(local_size_, 0), std::vector<size_t>(num_nodes_, 0)};
+  for (int l = 0; l < local_size_; ++l) {
+    for (int n = 0; n < num_nodes_; ++n) split.intra[l] += counts[rank_at_[n][l]];
+  }
+  for (int n = 0; n < num_nodes_; ++n) split.inter[n] = counts[rank_at_[n][local_index_]];
+  return split;
+}
+
+WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                                   const std::vector<size_t>& counts, ReduceOp op,
+                                                   const CollectiveOptions& options) {
   return Submit("reduce_scatter", options, [=](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
-    std::vector<size_t> intra_counts(local_size_, 0);
-    std::vector<size_t> inter_counts(num_nodes_, 0);
-    for (int l = 0; l < local_size_; ++l) {
-      for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
-    }
-    for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
+    const LevelCounts split = SplitCounts(counts);
+    const std::vector<size_t>& intra_counts = split.intra;
+    const std::vector<size_t>& inter_counts = split.inter;
     ConstBuffer intra_in = input;
     if (!PackIsIdentity(counts)) {
       char* packed = Scratch(0, input.bytes());
@@ -195,19 +198,14 @@ WorkPtr HierarchicalCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffe
   });
 }
 
-WorkPtr HierarchicalCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
-                                             const std::vector<size_t>& counts,
-                                             const CollectiveOptions& options) {
-  Status valid = ValidateAllGatherV(rank(), size(), input, output, counts);
-  if (!valid.ok()) return CompletedWork("all_gather", valid);
+WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                                               const std::vector<size_t>& counts,
+                                               const CollectiveOptions& options) {
   return Submit("all_gather", options, [=](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
-    std::vector<size_t> intra_counts(local_size_, 0);
-    std::vector<size_t> inter_counts(num_nodes_, 0);
-    for (int l = 0; l < local_size_; ++l) {
-      for (int n = 0; n < num_nodes_; ++n) intra_counts[l] += counts[rank_at_[n][l]];
-    }
-    for (int n = 0; n < num_nodes_; ++n) inter_counts[n] = counts[rank_at_[n][local_index_]];
+    const LevelCounts split = SplitCounts(counts);
+    const std::vector<size_t>& intra_counts = split.intra;
+    const std::vector<size_t>& inter_counts = split.inter;
     MutableBuffer inter_out{Scratch(1, intra_counts[local_index_] * elem),
                             intra_counts[local_index_], input.dtype};
     // The input may live inside `output` (in place); the inter all-gather reads it before
@@ -228,10 +226,8 @@ WorkPtr HierarchicalCommunicator::AllGatherV(ConstBuffer input, MutableBuffer ou
   });
 }
 
-WorkPtr HierarchicalCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
-                                            const CollectiveOptions& options) {
-  Status valid = CheckBuffer(data.data, data.count, "all_reduce data");
-  if (!valid.ok()) return CompletedWork("all_reduce", valid);
+WorkPtr HierarchicalCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
+                                              const CollectiveOptions& options) {
   return Submit("all_reduce", options, [=](Work& work) -> Status {
     const size_t elem = DataTypeSize(data.dtype);
     const std::vector<size_t> counts = EvenCounts(data.count, local_size_);
@@ -249,10 +245,8 @@ WorkPtr HierarchicalCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
   });
 }
 
-WorkPtr HierarchicalCommunicator::Broadcast(MutableBuffer data, int root,
-                                            const CollectiveOptions& options) {
-  Status valid = ValidateBroadcast(size(), data, root);
-  if (!valid.ok()) return CompletedWork("broadcast", valid);
+WorkPtr HierarchicalCommunicator::DoBroadcast(MutableBuffer data, int root,
+                                              const CollectiveOptions& options) {
   return Submit("broadcast", options, [=](Work& work) -> Status {
     const int root_node = layout_.node_of_rank[root];
     const int root_local = local_index_of_[root];
@@ -265,7 +259,7 @@ WorkPtr HierarchicalCommunicator::Broadcast(MutableBuffer data, int root,
   });
 }
 
-WorkPtr HierarchicalCommunicator::Barrier(const CollectiveOptions& options) {
+WorkPtr HierarchicalCommunicator::DoBarrier(const CollectiveOptions& options) {
   return Submit("barrier", options, [=](Work& work) -> Status {
     RETORT_RETURN_IF_ERROR(
         Await(work, [&](const CollectiveOptions& o) { return intra_->Barrier(o); }));
@@ -277,21 +271,21 @@ WorkPtr HierarchicalCommunicator::Barrier(const CollectiveOptions& options) {
 
 // Point-to-point and all-to-all go straight to the flat communicator; they are ordered with
 // respect to each other, not with respect to the composite collectives.
-WorkPtr HierarchicalCommunicator::Send(ConstBuffer data, int peer, uint32_t tag,
-                                       const CollectiveOptions& options) {
+WorkPtr HierarchicalCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
+                                         const CollectiveOptions& options) {
   return global_->Send(data, peer, tag, options);
 }
 
-WorkPtr HierarchicalCommunicator::Recv(MutableBuffer data, int peer, uint32_t tag,
-                                       const CollectiveOptions& options) {
+WorkPtr HierarchicalCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                                         const CollectiveOptions& options) {
   return global_->Recv(data, peer, tag, options);
 }
 
-WorkPtr HierarchicalCommunicator::AllToAllV(ConstBuffer input,
-                                            const std::vector<size_t>& send_counts,
-                                            MutableBuffer output,
-                                            const std::vector<size_t>& recv_counts,
-                                            const CollectiveOptions& options) {
+WorkPtr HierarchicalCommunicator::DoAllToAllV(ConstBuffer input,
+                                              const std::vector<size_t>& send_counts,
+                                              MutableBuffer output,
+                                              const std::vector<size_t>& recv_counts,
+                                              const CollectiveOptions& options) {
   return global_->AllToAllV(input, send_counts, output, recv_counts, options);
 }
 

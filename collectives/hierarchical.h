@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/executor.h"
-#include "collectives/store.h"
 
 namespace retort::collectives {
 
@@ -44,24 +44,26 @@ class HierarchicalCommunicator final : public Communicator {
   std::chrono::milliseconds default_timeout() const override { return default_timeout_; }
   std::string name() const override;
 
-  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                         ReduceOp op, const CollectiveOptions& options = {}) override;
-  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                     const CollectiveOptions& options = {}) override;
-  WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
-                    const CollectiveOptions& options = {}) override;
-  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {}) override;
-  WorkPtr Barrier(const CollectiveOptions& options = {}) override;
-  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
-                    const std::vector<size_t>& recv_counts,
-                    const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
   // Failed peers of the global communicator (every pair is connected there).
   std::vector<int> FailedPeers() const override;
+
+ protected:
+  WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                           const std::vector<size_t>& counts, ReduceOp op,
+                           const CollectiveOptions& options) override;
+  WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                       const CollectiveOptions& options) override;
+  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) override;
+  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) override;
+  WorkPtr DoBarrier(const CollectiveOptions& options) override;
+  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                      MutableBuffer output, const std::vector<size_t>& recv_counts,
+                      const CollectiveOptions& options) override;
 
  private:
   HierarchicalCommunicator() = default;
@@ -74,6 +76,14 @@ class HierarchicalCommunicator final : public Communicator {
   void Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
             bool unpack) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
+  // How global per-rank `counts` split over the two levels: intra[l] is the sum of the
+  // counts of local index l over all nodes (what intra rank l holds between the levels),
+  // inter[n] the count of this rank's local index on node n.
+  struct LevelCounts {
+    std::vector<size_t> intra;
+    std::vector<size_t> inter;
+  };
+  LevelCounts SplitCounts(const std::vector<size_t>& counts) const;
   // Grow-only scratch buffers (0: packed layout, 1: the intra/inter intermediate), used on
   // the executor thread only, so steady-state operations do not allocate.
   char* Scratch(int which, size_t bytes);

@@ -102,6 +102,22 @@ Status ValidatePeer(int rank, int size, int peer, const char* op) {
   return Status::Ok();
 }
 
+Status ValidatePointToPoint(int rank, int size, int peer, const void* data, size_t count,
+                            const char* op) {
+  RETORT_RETURN_IF_ERROR(ValidatePeer(rank, size, peer, op));
+  return CheckBuffer(data, count, (std::string(op) + " data").c_str());
+}
+
+Status ValidateEqualCounts(const char* op, const char* total_name, size_t total,
+                           const char* part_name, size_t part, int size) {
+  if (total != part * static_cast<size_t>(size)) {
+    return InvalidArgumentError(std::string(op) + ": " + total_name + " count " + Str(total) +
+                                " != size " + std::to_string(size) + " x " + part_name + " count " +
+                                Str(part));
+  }
+  return Status::Ok();
+}
+
 Status ValidateAllToAllV(int size, ConstBuffer input, const std::vector<size_t>& send_counts,
                          MutableBuffer output, const std::vector<size_t>& recv_counts) {
   const char* op = "all_to_all_v";

@@ -12,22 +12,23 @@ Status Work::Wait(Deadline deadline) {
   const auto spin_until = SteadyClock::now() + kSpinBeforeSleep;
   while (!done_fast_.load(std::memory_order_acquire) && SteadyClock::now() < spin_until) {
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
+  auto done = [&]() RETORT_REQUIRES(mu_) { return done_; };
   if (deadline.IsNever()) {
-    cv_.wait(lock, [&] { return done_; });
-  } else if (!cv_.wait_until(lock, deadline.when(), [&] { return done_; })) {
+    cv_.Wait(mu_, done);
+  } else if (!cv_.WaitUntil(mu_, deadline.when(), done)) {
     return DeadlineExceededError(description_ + " still running at the wait deadline");
   }
   return status_;
 }
 
 bool Work::IsCompleted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return done_;
 }
 
 Status Work::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!done_) return UnavailableError(description_ + " is still running");
   return status_;
 }
@@ -36,13 +37,13 @@ void Work::Abort() { abort_requested_.store(true, std::memory_order_relaxed); }
 
 void Work::Complete(Status status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (done_) return;
     done_ = true;
     status_ = std::move(status);
     done_fast_.store(true, std::memory_order_release);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 WorkPtr CompletedWork(std::string description, Status status) {

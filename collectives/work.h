@@ -12,13 +12,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/deadline.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace retort::collectives {
@@ -33,12 +32,12 @@ class Work {
   // Blocks until the operation completed or `deadline` passed. Returns the operation's
   // status, or DEADLINE_EXCEEDED if it is still running at `deadline` (it keeps running: call
   // Abort() to stop it, then Wait() again to know its buffers are free).
-  Status Wait(Deadline deadline);
+  Status Wait(Deadline deadline) RETORT_EXCLUDES(mu_);
   // Blocks until completion. Terminates because backends enforce the operation's deadline.
   Status Wait() { return Wait(Deadline::Never()); }
-  bool IsCompleted() const;
+  bool IsCompleted() const RETORT_EXCLUDES(mu_);
   // The final status once completed; UNAVAILABLE("still running") before.
-  Status status() const;
+  Status status() const RETORT_EXCLUDES(mu_);
   // Asks the backend to stop the operation: it completes with ABORTED soon. Peers are then
   // out of step, so backends treat the whole communicator as broken afterwards.
   void Abort();
@@ -52,7 +51,7 @@ class Work {
   // thread, which runs the backend's queued work until this Work completes (or it cannot).
   void SetDriver(std::function<void(Work*, Deadline)> driver) { driver_ = std::move(driver); }
   // Completes the work; later calls are ignored (first status wins).
-  void Complete(Status status);
+  void Complete(Status status) RETORT_EXCLUDES(mu_);
   bool abort_requested() const { return abort_requested_.load(std::memory_order_relaxed); }
   const std::atomic<bool>* abort_flag() const { return &abort_requested_; }
 
@@ -61,11 +60,11 @@ class Work {
   const Deadline deadline_;
   std::atomic<bool> abort_requested_{false};
   std::function<void(Work*, Deadline)> driver_;  // set before the Work is shared
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;                   // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool done_ RETORT_GUARDED_BY(mu_) = false;
   std::atomic<bool> done_fast_{false};  // mirrors done_ for the lock-free spin in Wait
-  Status status_;                       // guarded by mu_
+  Status status_ RETORT_GUARDED_BY(mu_);
 };
 
 using WorkPtr = std::shared_ptr<Work>;

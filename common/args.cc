@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/logging.h"
+
 namespace retort {
 
 StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& what) {
@@ -26,6 +28,16 @@ StatusOr<double> ParseDouble(const std::string& text, const std::string& what) {
   if (errno == ERANGE || *end != '\0')
     return InvalidArgumentError(what + ": '" + text + "' is not a number");
   return v;
+}
+
+StatusOr<std::pair<int64_t, int64_t>> ParseStepWindow(const std::string& flag,
+                                                      const std::string& text) {
+  const auto colon = text.find(':');
+  auto first = ParseInt64(text.substr(0, colon), flag);
+  auto last = colon == std::string::npos ? first : ParseInt64(text.substr(colon + 1), flag);
+  if (!first.ok() || !last.ok() || *first < 1 || *last < *first)
+    return InvalidArgumentError(flag + ": '" + text + "' is not A:B with 1 <= A <= B");
+  return std::make_pair(*first, *last);
 }
 
 ArgParser::ArgParser(std::string usage, std::string summary)
@@ -91,6 +103,21 @@ void ArgParser::AddPositional(const std::string& name, std::string* out, const s
   positionals_.push_back({name, help, required, out});
 }
 
+void ArgParser::AddLogLevel(const std::string& default_level) {
+  LogLevel level;
+  if (ParseLogLevel(default_level, &level)) SetLogLevel(level);
+  flags_.push_back({"log-level", "debug, info, warning or error", "\"" + default_level + "\"",
+                    false, [](const std::string& v) {
+                      LogLevel parsed;
+                      if (!ParseLogLevel(v, &parsed)) {
+                        return InvalidArgumentError("--log-level: '" + v +
+                                                    "' is not debug, info, warning or error");
+                      }
+                      SetLogLevel(parsed);
+                      return Status::Ok();
+                    }});
+}
+
 ArgParser::Flag* ArgParser::Find(const std::string& name) {
   for (auto& f : flags_)
     if (f.name == name) return &f;
@@ -144,6 +171,16 @@ StatusOr<bool> ArgParser::Parse(int argc, char** argv, int first) {
     if (positionals_[p].required)
       return InvalidArgumentError("missing argument <" + positionals_[p].name + "> (see --help)");
   return true;
+}
+
+std::optional<int> ArgParser::ParseOrExitCode(int argc, char** argv, const char* program) {
+  StatusOr<bool> parsed = Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program, parsed.status().message().c_str());
+    return 2;
+  }
+  if (!*parsed) return 0;
+  return std::nullopt;
 }
 
 std::string ArgParser::Help() const {

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -29,12 +31,20 @@ class ArgParser {
   // Positional arguments are taken in order; optional ones must come after required ones.
   void AddPositional(const std::string& name, std::string* out, const std::string& help,
                      bool required);
+  // --log-level (debug, info, warning or error): applies `default_level` now and the flag's
+  // value while parsing (SetLogLevel, common/logging.h); an unknown level is a parse error
+  // naming it. Every binary that logs has it.
+  void AddLogLevel(const std::string& default_level = "info");
   // Free text appended to --help (e.g. a list of subcommands or examples).
   void SetEpilog(std::string epilog) { epilog_ = std::move(epilog); }
 
   // Parses argv[first..argc). Returns true when the program should continue, false when --help
   // was printed to stdout. Errors name the offending flag and end with "(see --help)".
   StatusOr<bool> Parse(int argc, char** argv, int first = 1);
+  // Parse as every retort main reports it: an error is printed to stderr as
+  // "<program>: <message>" and gives exit code 2, --help gives 0; nullopt means carry on:
+  //   if (auto code = args.ParseOrExitCode(argc, argv, "retort-worker")) return *code;
+  std::optional<int> ParseOrExitCode(int argc, char** argv, const char* program);
   std::string Help() const;
 
  private:
@@ -61,5 +71,9 @@ class ArgParser {
 // Strict numeric parsing used by ArgParser and config loaders.
 StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& what);
 StatusOr<double> ParseDouble(const std::string& text, const std::string& what);
+// A step window "A:B" (or "A" for one step) with 1 <= A <= B; the error names `flag` and the
+// text.
+StatusOr<std::pair<int64_t, int64_t>> ParseStepWindow(const std::string& flag,
+                                                      const std::string& text);
 
 }  // namespace retort

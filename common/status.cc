@@ -37,6 +37,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss:
       return "DATA_LOSS";
   }
+  // gRPC's UNAUTHENTICATED, which the control plane's refusals use (rpc/grpc_status.h).
+  if (static_cast<int>(code) == 16) return "UNAUTHENTICATED";
   return "UNKNOWN";
 }
 

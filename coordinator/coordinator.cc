@@ -7,7 +7,9 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "coordinator/member_secret.h"
 #include "coordinator/planner.h"
+#include "rpc/job_state.h"
 
 namespace retort::coordinator {
 namespace {
@@ -65,27 +67,6 @@ uint64_t MemberIdBoot(const std::string& member_id) {
   return boot;
 }
 
-const char* JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_STATE_WAITING:
-      return "waiting";
-    case v1::JOB_STATE_RUNNING:
-      return "running";
-    case v1::JOB_STATE_PAUSED:
-      return "paused";
-    case v1::JOB_STATE_STOPPING:
-      return "stopping";
-    case v1::JOB_STATE_STOPPED:
-      return "stopped";
-    case v1::JOB_STATE_COMPLETED:
-      return "completed";
-    case v1::JOB_STATE_FAILED:
-      return "failed";
-    default:
-      return "unspecified";
-  }
-}
-
 StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options,
                                                            std::optional<v1::JobSpec> job,
                                                            const Clock* clock) {
@@ -103,7 +84,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     auto absolute = std::filesystem::absolute(options.checkpoint_dir, ec);
     if (!ec) options.checkpoint_dir = absolute.lexically_normal().string();
   }
-  StateStore store(options.state_dir, options.state_writer);
+  JobStateFile store(options.state_dir, options.state_writer);
   auto loaded = store.Load();
   v1::CoordinatorState state;
   if (loaded.ok()) {
@@ -114,7 +95,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
                                      "'; use another --state-dir");
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
-                            << JobStateName(state.state());
+                            << rpc::JobStateName(state.state());
     RETORT_RETURN_IF_ERROR(ReconcileCheckpoints(options, &state));
   } else if (loaded.status().code() == StatusCode::kNotFound) {
     if (!job.has_value())
@@ -137,7 +118,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   RETORT_RETURN_IF_ERROR(MakeDirectories(options.checkpoint_dir));
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(state), clock));
   {
-    std::lock_guard<std::mutex> lock(c->mu_);
+    MutexLock lock(c->mu_);
     const auto s = c->state_.state();
     const bool live = s == v1::JOB_STATE_WAITING || s == v1::JOB_STATE_RUNNING ||
                       s == v1::JOB_STATE_PAUSED || s == v1::JOB_STATE_STOPPING;
@@ -145,6 +126,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
       for (const auto& m : c->state_.last_generation_members())
         c->awaiting_rejoin_.emplace(m.node(), m.local_rank());
       c->rejoin_deadline_ = clock->Now() + std::chrono::milliseconds(c->options_.rejoin_grace_ms);
+      if (!c->awaiting_rejoin_.empty()) c->NoteLossLocked("coordinator_restart", false);
       if (!c->awaiting_rejoin_.empty())
         LOG_INFO("coordinator") << "waiting up to " << c->options_.rejoin_grace_ms
                                 << " ms for the previous generation's "
@@ -168,23 +150,23 @@ Coordinator::~Coordinator() { Shutdown(); }
 
 void Coordinator::Start() {
   ticker_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(thread_mu_);
+    MutexLock lock(thread_mu_);
     while (!stopping_) {
-      lock.unlock();
+      lock.Unlock();
       Tick();
-      lock.lock();
-      thread_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
-                          [this] { return stopping_; });
+      lock.Lock();
+      thread_cv_.WaitFor(thread_mu_, std::chrono::milliseconds(options_.tick_ms),
+                         [this]() RETORT_REQUIRES(thread_mu_) { return stopping_; });
     }
   });
 }
 
 void Coordinator::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(thread_mu_);
+    MutexLock lock(thread_mu_);
     stopping_ = true;
   }
-  thread_cv_.notify_all();
+  thread_cv_.NotifyAll();
   if (ticker_.joinable()) ticker_.join();
 }
 
@@ -200,7 +182,7 @@ void Coordinator::EmitLocked(const std::string& kind, const std::string& message
   e.set_member_id(member_id);
   e.set_state(state_.state());
   LOG_INFO("coordinator") << kind << ": " << message;
-  std::lock_guard<std::mutex> lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   for (auto* l : event_listeners_) l->OnEvent(e);
 }
 
@@ -210,7 +192,7 @@ void Coordinator::SetStateLocked(v1::JobState s, const std::string& why) {
   Status st = PersistLocked();
   if (!st.ok()) LOG_ERROR("coordinator") << "persisting state: " << st;
   EmitLocked("state",
-             std::string("job is ") + JobStateName(s) + (why.empty() ? "" : " (" + why + ")"));
+             std::string("job is ") + rpc::JobStateName(s) + (why.empty() ? "" : " (" + why + ")"));
   UpdateFinishedLocked();
 }
 
@@ -220,19 +202,19 @@ void Coordinator::UpdateFinishedLocked() {
                   state_.state() == v1::JOB_STATE_FAILED;
   if (terminal && members_.empty() && !finished_) {
     finished_ = true;
-    finished_cv_.notify_all();
+    finished_cv_.NotifyAll();
   }
 }
 
 bool Coordinator::Finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return finished_;
 }
 
 bool Coordinator::WaitFinished(int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return finished_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                               [this] { return finished_; });
+  MutexLock lock(mu_);
+  return finished_cv_.WaitFor(mu_, std::chrono::milliseconds(timeout_ms),
+                              [this]() RETORT_REQUIRES(mu_) { return finished_; });
 }
 
 void Coordinator::MarkMembershipChangedLocked() {
@@ -247,6 +229,7 @@ void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& k
   std::string desc = id + " (" + it->second.identity.node() + "/" +
                      std::to_string(it->second.identity.local_rank()) + ")";
   members_.erase(it);
+  sole_holders_.erase(id);
   MarkMembershipChangedLocked();
   EmitLocked(kind, desc + ": " + why, id);
   if (pending_checkpoint_) AbortPendingCheckpointLocked("member " + id + " left");
@@ -257,41 +240,67 @@ void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& k
   }
 }
 
-void Coordinator::WatchOpened(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = members_.find(member_id);
-  if (it == members_.end()) return;
-  ++it->second.open_watches;
-  it->second.watch_lost_at.reset();
+void Coordinator::NoteLossLocked(const char* cause, bool eviction) {
+  recovery_cause_ = cause;
+  if (eviction && options_.observer) options_.observer->OnEviction(cause);
 }
 
-void Coordinator::WatchClosed(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+StatusOr<Coordinator::WatchKind> Coordinator::WatchOpened(const std::string& member_id) {
+  MutexLock lock(mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end()) {
+    const int limit = state_.max_workers() + kStreamMargin;
+    if (anonymous_watches_ >= limit)
+      return ResourceExhaustedError("too many generation streams of non-members (limit " +
+                                    std::to_string(limit) + ")");
+    ++anonymous_watches_;
+    return WatchKind::kOther;
+  }
+  if (it->second.open_watches >= options_.max_generation_streams_per_member)
+    return ResourceExhaustedError(member_id + " already has " +
+                                  std::to_string(it->second.open_watches) +
+                                  " generation streams open (limit " +
+                                  std::to_string(options_.max_generation_streams_per_member) + ")");
+  ++it->second.open_watches;
+  it->second.watch_lost_at.reset();
+  return WatchKind::kMember;
+}
+
+void Coordinator::WatchClosed(const std::string& member_id, WatchKind kind) {
+  MutexLock lock(mu_);
+  if (kind == WatchKind::kOther) {
+    if (anonymous_watches_ > 0) --anonymous_watches_;
+    return;
+  }
   auto it = members_.find(member_id);
   if (it == members_.end() || it->second.open_watches == 0) return;
   if (--it->second.open_watches == 0) it->second.watch_lost_at = clock_->Now();
 }
 
 void Coordinator::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto now = clock_->Now();
   auto timeout = std::chrono::milliseconds(options_.eviction_timeout_ms);
   std::vector<std::string> expired;
   for (const auto& [id, m] : members_)
     if (now - m.last_heartbeat > timeout) expired.push_back(id);
-  for (const auto& id : expired)
+  for (const auto& id : expired) {
+    NoteLossLocked("heartbeat_timeout", true);
     RemoveMemberLocked(id, "member_evicted",
                        "no heartbeat for " + std::to_string(options_.eviction_timeout_ms) + " ms");
+  }
   if (options_.disconnect_grace_ms > 0) {
     auto grace = std::chrono::milliseconds(options_.disconnect_grace_ms);
     std::vector<std::string> disconnected;
     for (const auto& [id, m] : members_)
       if (m.open_watches == 0 && m.watch_lost_at && now - *m.watch_lost_at >= grace)
         disconnected.push_back(id);
-    for (const auto& id : disconnected)
+    for (const auto& id : disconnected) {
+      NoteLossLocked("disconnected", true);
       RemoveMemberLocked(id, "member_evicted",
                          "its generation stream closed and was not reopened within " +
                              std::to_string(options_.disconnect_grace_ms) + " ms");
+    }
   }
   if (AwaitingRejoinLocked(now)) return;
   if (!membership_dirty_) return;
@@ -384,6 +393,10 @@ void Coordinator::FormGenerationLocked() {
   bool state_changed = job_state != state_.state();
   state_ = std::move(next);
   membership_dirty_ = false;
+  if (!recovery_cause_.empty() && world > 0) {
+    if (options_.observer) options_.observer->OnRecovery(recovery_cause_);
+    recovery_cause_.clear();
+  }
 
   gen->set_number(number);
   for (auto& m : members) {
@@ -398,16 +411,17 @@ void Coordinator::FormGenerationLocked() {
   gen->set_checkpoint_id(state_.last_checkpoint_id());
   gen->set_checkpoint_step(state_.last_checkpoint_step());
   generation_ = gen;
-  kv_.clear();
+  kv_.clear();  // bootstrap data belongs to one generation
   kv_bytes_ = 0;
+  for (auto& [id, m] : members_) m.kv_bytes = 0;
   if (pending_checkpoint_) AbortPendingCheckpointLocked("new generation");
 
   EmitLocked("generation", "generation " + std::to_string(number) + " formed with " +
                                std::to_string(world) + " member(s) on " +
                                std::to_string(gen->nodes_size()) + " node(s)");
-  if (state_changed) EmitLocked("state", std::string("job is ") + JobStateName(job_state));
+  if (state_changed) EmitLocked("state", std::string("job is ") + rpc::JobStateName(job_state));
   {
-    std::lock_guard<std::mutex> sl(subs_mu_);
+    MutexLock sl(subs_mu_);
     for (auto* l : generation_listeners_) l->OnGeneration(gen);
   }
   UpdateFinishedLocked();
@@ -433,13 +447,16 @@ Status Coordinator::CheckGenerationLocked(uint64_t generation, const char* what)
 StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   RETORT_RETURN_IF_ERROR(ValidateIdentity(req.identity()));
   if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto s = state_.state();
   if (s == v1::JOB_STATE_STOPPING || s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED ||
-      s == v1::JOB_STATE_FAILED)
-    return FailedPreconditionError(
-        std::string("job is ") + JobStateName(s) + "; not accepting members" +
-        (s == v1::JOB_STATE_FAILED ? " (" + state_.failure().message().substr(0, 512) + ")" : ""));
+      s == v1::JOB_STATE_FAILED) {
+    // Not an error of the request: the job is over, and the worker decides what that means.
+    v1::JoinResponse refused;
+    refused.set_ended_state(s);
+    if (s == v1::JOB_STATE_FAILED) *refused.mutable_failure() = state_.failure();
+    return refused;
+  }
   if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
       req.parameter_count() != state_.parameter_count())
     return FailedPreconditionError(
@@ -454,11 +471,23 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
         return AlreadyExistsError("duplicate join: " + req.identity().node() + "/" +
                                   std::to_string(req.identity().local_rank()) +
                                   " is already member " + id);
+      // A live member (its generation stream open, its heartbeats on time) is not replaced by
+      // a join naming its node and local rank: only a process that is gone is. The new one
+      // retries until the old one's stream closes or its heartbeats stop.
+      const bool live =
+          m.open_watches > 0 && clock_->Now() - m.last_heartbeat <
+                                    std::chrono::milliseconds(2 * options_.heartbeat_interval_ms);
+      if (live)
+        return AlreadyExistsError(
+            req.identity().node() + "/" + std::to_string(req.identity().local_rank()) +
+            " is held by live member " + id + "; a new incarnation replaces it once it is gone");
       replaced = id;
     }
   }
-  if (!replaced.empty())
+  if (!replaced.empty()) {
+    NoteLossLocked("worker_restart", false);
     RemoveMemberLocked(replaced, "member_replaced", "a new incarnation joined");
+  }
   if (static_cast<int>(members_.size()) >= state_.max_workers())
     return ResourceExhaustedError("job is at max_workers=" + std::to_string(state_.max_workers()) +
                                   "; retry later");
@@ -469,10 +498,12 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   }
   MemberRecord rec;
   rec.id = "w" + std::to_string(state_.boot_count()) + "-" + std::to_string(next_member_serial_++);
+  rec.secret = NewMemberSecret();
   rec.identity = req.identity();
   rec.parameter_count = req.parameter_count();
   rec.last_heartbeat = clock_->Now();
   std::string id = rec.id;
+  std::string secret = rec.secret;
   members_.emplace(id, std::move(rec));
   MarkMembershipChangedLocked();
   EmitLocked(
@@ -486,13 +517,30 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   resp.set_eviction_timeout_ms(options_.eviction_timeout_ms);
   resp.set_current_generation(state_.generation());
+  resp.set_member_secret(secret);
   return resp;
 }
 
 StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(req.member_id()));
+  {
+    // A heartbeat carries the newest generation its member has seen: never one that was not
+    // published, and never older than one the member already reported (a replayed or forged
+    // heartbeat cannot keep a member alive with an old generation).
+    const uint64_t floor = members_.at(req.member_id()).heartbeat_generation;
+    if (req.generation() > state_.generation())
+      return AbortedError("heartbeat: generation " + std::to_string(req.generation()) +
+                          " is unknown; newest is " + std::to_string(state_.generation()));
+    if (req.generation() < floor)
+      return AbortedError("heartbeat: generation " + std::to_string(req.generation()) +
+                          " is stale; " + req.member_id() + " already reported " +
+                          std::to_string(floor));
+  }
   if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
+  if (req.step() > kMaxReportedStep || req.epoch() > kMaxReportedStep)
+    return InvalidArgumentError("heartbeat: step " + std::to_string(req.step()) + " / epoch " +
+                                std::to_string(req.epoch()) + " is beyond 2^53");
   if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
       req.parameter_count() != state_.parameter_count())
     return FailedPreconditionError(
@@ -506,10 +554,12 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     MarkMembershipChangedLocked();
   }
   auto& m = members_[req.member_id()];
+  m.heartbeat_generation = req.generation();
   m.last_heartbeat = clock_->Now();
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
   if (req.has_metrics()) m.metrics = req.metrics();
+  m.generation = req.generation();
   MaybeStartPeriodicCheckpointLocked();
   v1::HeartbeatResponse resp;
   resp.set_current_generation(generation_ ? generation_->number() : 0);
@@ -527,6 +577,10 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     d->set_checkpoint_id(pending_checkpoint_->id);
     d->set_checkpoint_step(pending_checkpoint_->step);
   }
+  if (trace_last_step_ > 0) {
+    d->set_trace_first_step(trace_first_step_);
+    d->set_trace_last_step(trace_last_step_);
+  }
   return resp;
 }
 
@@ -534,8 +588,8 @@ Status Coordinator::Leave(const v1::LeaveRequest& req) {
   if (req.reason().size() > 1024)
     return InvalidArgumentError("reason: longer than 1024 characters");
   RETORT_RETURN_IF_ERROR(ValidateJobFailure(req.failure()));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (req.reason() == "completed" && members_.count(req.member_id()) == 0 &&
+  MutexLock lock(mu_);
+  if (req.job_completed() && members_.count(req.member_id()) == 0 &&
       MemberIdBoot(req.member_id()) > 0 && MemberIdBoot(req.member_id()) < state_.boot_count()) {
     // A worker that completed the job while this coordinator was down (its Leave is retried
     // until the restarted coordinator answers): the job is completed, not waiting for workers
@@ -554,7 +608,7 @@ Status Coordinator::Leave(const v1::LeaveRequest& req) {
     failure.set_member_id(req.member_id());  // the caller's id, whatever it wrote
     FailJobLocked(failure);
   }
-  if (req.reason() == "completed" &&
+  if (req.job_completed() &&
       (state_.state() == v1::JOB_STATE_RUNNING || state_.state() == v1::JOB_STATE_STOPPING)) {
     // The first member that finishes the job moves it to completed; the rest follow.
     state_.set_state(v1::JOB_STATE_COMPLETED);
@@ -567,91 +621,30 @@ Status Coordinator::Leave(const v1::LeaveRequest& req) {
   return Status::Ok();
 }
 
-StatusOr<v1::PeerFailureResponse> Coordinator::ReportPeerFailure(const v1::PeerFailureReport& r) {
-  if (r.detail().size() > 4096) return InvalidArgumentError("detail: longer than 4096 characters");
-  std::lock_guard<std::mutex> lock(mu_);
-  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
-  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "peer failure report"));
-  if (r.failed_member_id() == r.member_id())
-    return InvalidArgumentError("a member cannot report itself failed");
-  v1::PeerFailureResponse resp;
-  std::string target = r.failed_member_id();
-  if (target.empty()) {
-    for (const auto& m : generation_->members())
-      if (m.rank() == r.failed_rank()) target = m.member_id();
-    if (target.empty())
-      return InvalidArgumentError("failed_rank " + std::to_string(r.failed_rank()) +
-                                  " is not in generation");
-  }
-  if (members_.count(target) == 0) return resp;  // already gone
-  RemoveMemberLocked(target, "member_evicted",
-                     "reported failed by " + r.member_id() + ": " + r.detail());
-  resp.set_evicted(true);
-  return resp;
-}
-
-Status Coordinator::KvPut(const v1::KvPutRequest& r) {
-  if (r.key().empty() || r.key().size() > 256)
-    return InvalidArgumentError("key: must be 1-256 bytes");
-  if (r.value().size() > options_.max_kv_value_bytes)
-    return InvalidArgumentError("value: " + std::to_string(r.value().size()) +
-                                " bytes exceeds the limit of " +
-                                std::to_string(options_.max_kv_value_bytes));
-  std::lock_guard<std::mutex> lock(mu_);
-  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
-  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "kv put"));
-  auto it = kv_.find(r.key());
-  if (it == kv_.end() && kv_.size() >= options_.max_kv_keys_per_generation)
-    return ResourceExhaustedError("too many keys in generation " + std::to_string(r.generation()));
-  if (it != kv_.end()) {
-    kv_bytes_ -= it->second.size();
-    it->second = r.value();
-  } else {
-    kv_.emplace(r.key(), r.value());
-  }
-  kv_bytes_ += r.value().size();
-  return Status::Ok();
-}
-
-StatusOr<v1::KvGetResponse> Coordinator::KvGet(const v1::KvGetRequest& r) {
-  if (r.key().empty() || r.key().size() > 256)
-    return InvalidArgumentError("key: must be 1-256 bytes");
-  std::lock_guard<std::mutex> lock(mu_);
-  RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
-  RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "kv get"));
-  v1::KvGetResponse resp;
-  auto it = kv_.find(r.key());
-  if (it != kv_.end()) {
-    resp.set_found(true);
-    resp.set_value(it->second);
-  }
-  return resp;
-}
-
 void Coordinator::SubscribeGenerations(GenerationListener* l) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::lock_guard<std::mutex> sl(subs_mu_);
+  MutexLock lock(mu_);
+  MutexLock sl(subs_mu_);
   generation_listeners_.insert(l);
   if (generation_) l->OnGeneration(generation_);
 }
 
 void Coordinator::UnsubscribeGenerations(GenerationListener* l) {
-  std::lock_guard<std::mutex> sl(subs_mu_);
+  MutexLock sl(subs_mu_);
   generation_listeners_.erase(l);
 }
 
 void Coordinator::SubscribeEvents(EventListener* l) {
-  std::lock_guard<std::mutex> sl(subs_mu_);
+  MutexLock sl(subs_mu_);
   event_listeners_.insert(l);
 }
 
 void Coordinator::UnsubscribeEvents(EventListener* l) {
-  std::lock_guard<std::mutex> sl(subs_mu_);
+  MutexLock sl(subs_mu_);
   event_listeners_.erase(l);
 }
 
 std::shared_ptr<const v1::Generation> Coordinator::CurrentGeneration() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return generation_;
 }
 

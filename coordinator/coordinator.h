@@ -1,6 +1,6 @@
 // The coordinator's domain object: membership, generations, the sharding plan, the bootstrap
 // key-value exchange, coordinated checkpoints and the job state machine. gRPC services are thin
-// adapters over this class (worker_service.cc, control_service.cc); it has no gRPC types.
+// adapters over this class (services.h: WorkerService and ControlService); it has no gRPC types.
 //
 // Threading: every public method is thread-safe. State is guarded by mu_. Listener callbacks
 // (generations, events) are invoked with subs_mu_ held and must not block or call back into the
@@ -8,10 +8,8 @@
 // Tick(), called every tick_ms by the thread Start() creates (or by tests, with a FakeClock).
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,8 +18,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
-#include "coordinator/state_store.h"
+#include "coordinator/coordinator_observer.h"
+#include "coordinator/job_state_file.h"
 #include "retort/v1/retort.pb.h"
 
 namespace retort::coordinator {
@@ -43,8 +43,18 @@ struct CoordinatorOptions {
   int min_workers = 0;
   int max_workers = 0;
   int64_t shard_alignment = 64;
+  // Abuse limits (coordinator_kv.cc, coordinator_peer_reports.cc): the key-value store is
+  // bounded per member and in total (keys + values, in bytes) and cleared with its generation.
   size_t max_kv_value_bytes = 1 << 20;
   size_t max_kv_keys_per_generation = 65536;
+  size_t max_kv_bytes_per_member = 4 << 20;
+  size_t max_kv_bytes_total = 64 << 20;
+  // Open generation streams per member; streams of ids that are not members (tools, a worker
+  // between a coordinator restart and its re-join) share max_workers + kStreamMargin.
+  int max_generation_streams_per_member = 4;
+  // Peer-failure reports a member may send per window (RESOURCE_EXHAUSTED beyond).
+  int max_peer_reports_per_window = 4;
+  int64_t peer_report_window_ms = 10000;
   // After a restart, wait up to this long for the previous generation's members (by node and
   // local_rank) to re-join before forming a generation: their in-memory state may be newer than
   // the last checkpoint, and a generation formed without them would resume from disk. Ends early
@@ -58,6 +68,8 @@ struct CoordinatorOptions {
   StateFileWriter* state_writer = nullptr;
   // Longest wait between attempts to persist a new generation that failed to persist.
   int64_t persist_retry_max_ms = 5000;
+  // Told of evictions, recoveries and checkpoints (metrics); nullptr = none. Borrowed.
+  CoordinatorObserver* observer = nullptr;
 };
 
 // Receives each new generation. Called with subs_mu_ held: must not block.
@@ -86,64 +98,107 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   // Starts the tick thread. Shutdown() stops it (idempotent; also done by the destructor).
-  void Start();
-  void Shutdown();
+  void Start() RETORT_EXCLUDES(thread_mu_);
+  void Shutdown() RETORT_EXCLUDES(thread_mu_);
   // Evicts silent members and forms a generation when membership has settled.
-  void Tick();
+  void Tick() RETORT_EXCLUDES(mu_);
   // True once the job is stopped or completed and every member has left.
-  bool Finished() const;
+  bool Finished() const RETORT_EXCLUDES(mu_);
   // Blocks until Finished() or the deadline (steady clock ms); returns Finished().
-  bool WaitFinished(int64_t timeout_ms);
+  bool WaitFinished(int64_t timeout_ms) RETORT_EXCLUDES(mu_);
 
   // --- worker-facing ---
-  StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
-  StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
-  Status Leave(const v1::LeaveRequest& request);
-  StatusOr<v1::PeerFailureResponse> ReportPeerFailure(const v1::PeerFailureReport& report);
-  Status KvPut(const v1::KvPutRequest& request);
-  StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request);
-  StatusOr<v1::BeginCheckpointResponse> BeginCheckpoint(const v1::BeginCheckpointRequest& request);
-  StatusOr<v1::AckCheckpointResponse> AckCheckpoint(const v1::AckCheckpointRequest& request);
-  StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& request);
-  // A member's generation stream opened / closed (from the gRPC layer; unknown ids are ignored).
-  // A closed stream is the fastest sign of a killed process: see disconnect_grace_ms.
-  void WatchOpened(const std::string& member_id);
-  void WatchClosed(const std::string& member_id);
+  // A job that has ended or is ending answers OK with only `ended_state` (and `failure`) set.
+  StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request) RETORT_EXCLUDES(mu_);
+  // Checks the member secret a call for `member_id` carries (JoinResponse.member_secret; the
+  // gRPC layer reads it from the call's metadata). OK for an id that is no member (the call
+  // itself then answers NOT_FOUND) and for an empty id; UNAUTHENTICATED when the secret is
+  // missing or no member's, PERMISSION_DENIED when it is another member's. Changes nothing.
+  Status AuthenticateMember(const std::string& member_id, const std::string& secret) const
+      RETORT_EXCLUDES(mu_);
+  StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request)
+      RETORT_EXCLUDES(mu_);
+  Status Leave(const v1::LeaveRequest& request) RETORT_EXCLUDES(mu_);
+  StatusOr<v1::PeerFailureResponse> ReportPeerFailure(const v1::PeerFailureReport& report)
+      RETORT_EXCLUDES(mu_);
+  Status KvPut(const v1::KvPutRequest& request) RETORT_EXCLUDES(mu_);
+  StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) RETORT_EXCLUDES(mu_);
+  StatusOr<v1::BeginCheckpointResponse> BeginCheckpoint(const v1::BeginCheckpointRequest& request)
+      RETORT_EXCLUDES(mu_);
+  StatusOr<v1::AckCheckpointResponse> AckCheckpoint(const v1::AckCheckpointRequest& request)
+      RETORT_EXCLUDES(mu_);
+  StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& request)
+      RETORT_EXCLUDES(mu_);
+  // A member's generation stream opened / closed (from the gRPC layer). A closed stream is the
+  // fastest sign of a killed process: see disconnect_grace_ms. WatchOpened refuses a stream
+  // beyond the limits (RESOURCE_EXHAUSTED; see max_generation_streams_per_member), counting
+  // nothing; every OK WatchOpened must be paired with one WatchClosed of the same id and kind.
+  // The kind says which count the stream went to: pass it back to WatchClosed (an id that was
+  // not a member when its stream opened may be one when it closes).
+  enum class WatchKind { kMember, kOther };
+  StatusOr<WatchKind> WatchOpened(const std::string& member_id) RETORT_EXCLUDES(mu_);
+  void WatchClosed(const std::string& member_id, WatchKind kind = WatchKind::kMember)
+      RETORT_EXCLUDES(mu_);
 
   // --- operator-facing ---
-  v1::StatusResponse GetStatus() const;
-  StatusOr<v1::ControlResponse> Pause();
-  StatusOr<v1::ControlResponse> Resume();
-  StatusOr<v1::CheckpointResponse> RequestCheckpoint();
-  StatusOr<v1::ControlResponse> Scale(const v1::ScaleRequest& request);
-  StatusOr<v1::ControlResponse> Drain(const v1::DrainRequest& request);
-  StatusOr<v1::ControlResponse> Stop(const v1::StopRequest& request);
+  v1::StatusResponse GetStatus() const RETORT_EXCLUDES(mu_);
+  StatusOr<v1::ControlResponse> Pause() RETORT_EXCLUDES(mu_);
+  StatusOr<v1::ControlResponse> Resume() RETORT_EXCLUDES(mu_);
+  StatusOr<v1::CheckpointResponse> RequestCheckpoint() RETORT_EXCLUDES(mu_);
+  StatusOr<v1::ControlResponse> Scale(const v1::ScaleRequest& request) RETORT_EXCLUDES(mu_);
+  StatusOr<v1::ControlResponse> Drain(const v1::DrainRequest& request) RETORT_EXCLUDES(mu_);
+  StatusOr<v1::ControlResponse> Stop(const v1::StopRequest& request) RETORT_EXCLUDES(mu_);
+  // Asks every member to record a step trace (coordinator_trace.cc).
+  StatusOr<v1::TraceResponse> RequestTrace(const v1::TraceRequest& request) RETORT_EXCLUDES(mu_);
 
   // --- subscriptions --- The listener must stay alive until Unsubscribe returns.
   // SubscribeGenerations delivers the current generation (if any) immediately.
-  void SubscribeGenerations(GenerationListener* listener);
-  void UnsubscribeGenerations(GenerationListener* listener);
-  void SubscribeEvents(EventListener* listener);
-  void UnsubscribeEvents(EventListener* listener);
-  std::shared_ptr<const v1::Generation> CurrentGeneration() const;
+  void SubscribeGenerations(GenerationListener* listener) RETORT_EXCLUDES(mu_, subs_mu_);
+  void UnsubscribeGenerations(GenerationListener* listener) RETORT_EXCLUDES(subs_mu_);
+  void SubscribeEvents(EventListener* listener) RETORT_EXCLUDES(subs_mu_);
+  void UnsubscribeEvents(EventListener* listener) RETORT_EXCLUDES(subs_mu_);
+  std::shared_ptr<const v1::Generation> CurrentGeneration() const RETORT_EXCLUDES(mu_);
 
   const CoordinatorOptions& options() const { return options_; }
 
  private:
   struct MemberRecord {
     std::string id;
+    // Random; every later call for this member carries it (AuthenticateMember).
+    std::string secret;
     v1::MemberIdentity identity;
     int64_t parameter_count = 0;
     std::chrono::steady_clock::time_point last_heartbeat;
     int64_t step = 0;
     int64_t epoch = 0;
     v1::StepMetrics metrics;
+    uint64_t generation = 0;  // as the member last reported it
     bool draining = false;
     std::string leave_reason;
     int32_t rank = -1;
     int open_watches = 0;
+    // Highest generation this member's heartbeats carried: an older one is stale (ABORTED).
+    uint64_t heartbeat_generation = 0;
+    // Bytes of keys and values this member put in the current generation's key-value store.
+    size_t kv_bytes = 0;
+    // Peer-failure reports: start and count of the current rate window, and the last generation
+    // in which one of this member's reports evicted a peer (one per generation).
+    std::chrono::steady_clock::time_point report_window_start;
+    int reports_in_window = 0;
+    uint64_t report_evicted_generation = 0;
     // Set when the last open generation stream closed; cleared when one opens.
     std::optional<std::chrono::steady_clock::time_point> watch_lost_at;
+  };
+  struct KvEntry {
+    std::string owner;  // member id that put it
+    std::string value;
+  };
+  // A member that holds the only in-memory copy of some optimizer range since a peer-failure
+  // report evicted its ring neighbour in generation `generation`; protected until the next
+  // generation has trained past `until_step` (the survivors replicated again).
+  struct SoleHolder {
+    uint64_t generation = 0;
+    int64_t until_step = 0;
   };
   struct PendingCheckpoint {
     uint64_t id = 0;
@@ -154,36 +209,49 @@ class Coordinator {
 
   Coordinator(CoordinatorOptions options, v1::CoordinatorState state, const Clock* clock);
 
-  // All *Locked helpers require mu_.
-  Status PersistLocked();
-  void MarkMembershipChangedLocked();
-  void RemoveMemberLocked(const std::string& id, const std::string& kind, const std::string& why);
-  void FormGenerationLocked();
-  void UpdateFinishedLocked();
-  void SetStateLocked(v1::JobState state, const std::string& why);
+  // The *Locked helpers require mu_.
+  Status PersistLocked() RETORT_REQUIRES(mu_);
+  void MarkMembershipChangedLocked() RETORT_REQUIRES(mu_);
+  void RemoveMemberLocked(const std::string& id, const std::string& kind, const std::string& why)
+      RETORT_REQUIRES(mu_);
+  // Members were lost for `cause` (CoordinatorObserver): an eviction is reported at once, and
+  // the next generation formed counts as a recovery from it.
+  void NoteLossLocked(const char* cause, bool eviction) RETORT_REQUIRES(mu_);
+  void FormGenerationLocked() RETORT_REQUIRES(mu_);
+  void UpdateFinishedLocked() RETORT_REQUIRES(mu_);
+  void SetStateLocked(v1::JobState state, const std::string& why) RETORT_REQUIRES(mu_);
   // Moves the job to FAILED for `failure` (a recurring failure a member reported), once: later
   // failures are logged and ignored. Every member is then asked to leave (coordinator_failure.cc).
-  void FailJobLocked(const v1::JobFailure& failure);
-  Status CheckMemberLocked(const std::string& member_id) const;
-  Status CheckGenerationLocked(uint64_t generation, const char* what) const;
+  void FailJobLocked(const v1::JobFailure& failure) RETORT_REQUIRES(mu_);
+  Status CheckMemberLocked(const std::string& member_id) const RETORT_REQUIRES(mu_);
+  // FAILED_PRECONDITION unless `member_id` has a rank in the current generation.
+  Status CheckInGenerationLocked(const std::string& member_id, const char* what) const
+      RETORT_REQUIRES(mu_);
+  // Drops the sole-holder protections whose survivors have replicated again.
+  void ExpireSoleHoldersLocked() RETORT_REQUIRES(mu_);
+  // After a report evicted `target` (rank in the current generation): its ring neighbours now
+  // hold the only in-memory copy of their ranges.
+  void ProtectRingNeighboursLocked(const std::string& target) RETORT_REQUIRES(mu_);
+  Status CheckGenerationLocked(uint64_t generation, const char* what) const RETORT_REQUIRES(mu_);
   void EmitLocked(const std::string& kind, const std::string& message,
-                  const std::string& member_id = "");
+                  const std::string& member_id = "") RETORT_REQUIRES(mu_);
   // Drops the pending checkpoint and deletes its directory (partial shards, temp files).
-  void AbortPendingCheckpointLocked(const std::string& why);
+  void AbortPendingCheckpointLocked(const std::string& why) RETORT_REQUIRES(mu_);
   // Makes a pending checkpoint at `step` and persists the id counter; emits `event`.
-  Status StartPendingCheckpointLocked(int64_t step, uint64_t generation, const std::string& why);
+  Status StartPendingCheckpointLocked(int64_t step, uint64_t generation, const std::string& why)
+      RETORT_REQUIRES(mu_);
   // Steps ahead of the fastest member at which a new checkpoint may be named, so that every
   // member hears of it (through a heartbeat) before reaching it.
-  int64_t CheckpointMarginStepsLocked() const;
+  int64_t CheckpointMarginStepsLocked() const RETORT_REQUIRES(mu_);
   // job.checkpoint.every_steps > 0: names the next multiple of every_steps once the members'
   // steps come within two margins of it (called on every heartbeat).
-  void MaybeStartPeriodicCheckpointLocked();
-  Status CommitCheckpointLocked();
-  int64_t MaxMemberStepLocked() const;
+  void MaybeStartPeriodicCheckpointLocked() RETORT_REQUIRES(mu_);
+  Status CommitCheckpointLocked() RETORT_REQUIRES(mu_);
+  int64_t MaxMemberStepLocked() const RETORT_REQUIRES(mu_);
   // True while a restarted coordinator still waits for the previous generation's members; ends
   // (and clears awaiting_rejoin_) once they are all back or rejoin_deadline_ passed.
-  bool AwaitingRejoinLocked(std::chrono::steady_clock::time_point now);
-  std::vector<std::string> MissingRejoinersLocked() const;
+  bool AwaitingRejoinLocked(std::chrono::steady_clock::time_point now) RETORT_REQUIRES(mu_);
+  std::vector<std::string> MissingRejoinersLocked() const RETORT_REQUIRES(mu_);
 
   // Startup (Create): checks the committed checkpoints state.json lists, drops unusable ones
   // (falling back to the newest usable one) and refuses to start when none is usable, unless
@@ -193,46 +261,65 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   const Clock* const clock_;
-  StateStore store_;
+  JobStateFile store_;
   const std::chrono::steady_clock::time_point started_;
 
-  mutable std::mutex mu_;
-  std::condition_variable finished_cv_;
-  v1::CoordinatorState state_;                                   // GUARDED_BY(mu_)
-  std::unordered_map<std::string, MemberRecord> members_;        // GUARDED_BY(mu_)
-  uint64_t next_member_serial_ = 1;                              // GUARDED_BY(mu_)
-  bool membership_dirty_ = false;                                // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point membership_changed_at_;  // GUARDED_BY(mu_)
-  std::shared_ptr<const v1::Generation> generation_;             // GUARDED_BY(mu_)
-  std::map<std::string, std::string> kv_;                // GUARDED_BY(mu_), current generation
-  size_t kv_bytes_ = 0;                                  // GUARDED_BY(mu_)
-  std::optional<PendingCheckpoint> pending_checkpoint_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar finished_cv_;
+  v1::CoordinatorState state_ RETORT_GUARDED_BY(mu_);
+  std::unordered_map<std::string, MemberRecord> members_ RETORT_GUARDED_BY(mu_);
+  uint64_t next_member_serial_ RETORT_GUARDED_BY(mu_) = 1;
+  bool membership_dirty_ RETORT_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point membership_changed_at_ RETORT_GUARDED_BY(mu_);
+  std::shared_ptr<const v1::Generation> generation_ RETORT_GUARDED_BY(mu_);
+  std::map<std::string, KvEntry> kv_ RETORT_GUARDED_BY(mu_);  // current generation
+  size_t kv_bytes_ RETORT_GUARDED_BY(mu_) = 0;
+  std::optional<PendingCheckpoint> pending_checkpoint_ RETORT_GUARDED_BY(mu_);
+  // Peer-failure reports (coordinator_peer_reports.cc).
+  std::map<std::string, SoleHolder> sole_holders_ RETORT_GUARDED_BY(mu_);  // by member id
+  // Reporters of each target in generation reports_generation_ (a protected target needs two).
+  std::map<std::string, std::set<std::string>> reports_against_ RETORT_GUARDED_BY(mu_);
+  uint64_t reports_generation_ RETORT_GUARDED_BY(mu_) = 0;
+  // Generation streams of ids that are not members.
+  int anonymous_watches_ RETORT_GUARDED_BY(mu_) = 0;
   // Step of the last periodic checkpoint started (committed or not): a failed one is not
   // retried at the same step.
-  int64_t last_periodic_step_ = 0;  // GUARDED_BY(mu_)
-  bool finished_ = false;           // GUARDED_BY(mu_)
+  int64_t last_periodic_step_ RETORT_GUARDED_BY(mu_) = 0;
+  bool finished_ RETORT_GUARDED_BY(mu_) = false;
   // (node, local_rank) of the previous generation's members not yet re-joined after a restart.
-  std::set<std::pair<std::string, int>> awaiting_rejoin_;  // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point rejoin_deadline_;  // GUARDED_BY(mu_)
+  std::set<std::pair<std::string, int>> awaiting_rejoin_ RETORT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point rejoin_deadline_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged
   // once per generation (or when the error changes), not at every attempt.
-  int persist_failures_ = 0;                                    // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point next_persist_attempt_;  // GUARDED_BY(mu_)
-  std::string persist_failure_logged_;                          // GUARDED_BY(mu_)
+  int persist_failures_ RETORT_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point next_persist_attempt_ RETORT_GUARDED_BY(mu_);
+  std::string persist_failure_logged_ RETORT_GUARDED_BY(mu_);
+  // Why members were lost since the last generation formed ("" = none): see NoteLossLocked.
+  std::string recovery_cause_ RETORT_GUARDED_BY(mu_);
+  // The step trace window asked by an operator (0 = none), passed on in heartbeat directives.
+  int64_t trace_first_step_ RETORT_GUARDED_BY(mu_) = 0;
+  int64_t trace_last_step_ RETORT_GUARDED_BY(mu_) = 0;
 
-  mutable std::mutex subs_mu_;
-  std::set<GenerationListener*> generation_listeners_;  // GUARDED_BY(subs_mu_)
-  std::set<EventListener*> event_listeners_;            // GUARDED_BY(subs_mu_)
+  // Taken after mu_ where both are held (listeners are called with both).
+  mutable Mutex subs_mu_ RETORT_ACQUIRED_AFTER(mu_);
+  std::set<GenerationListener*> generation_listeners_ RETORT_GUARDED_BY(subs_mu_);
+  std::set<EventListener*> event_listeners_ RETORT_GUARDED_BY(subs_mu_);
 
-  std::mutex thread_mu_;
-  std::condition_variable thread_cv_;
-  bool stopping_ = false;  // GUARDED_BY(thread_mu_)
+  Mutex thread_mu_;
+  CondVar thread_cv_;
+  bool stopping_ RETORT_GUARDED_BY(thread_mu_) = false;
   std::thread ticker_;
 };
 
-const char* JobStateName(v1::JobState state);
 // The coordinator boot a member id ("w<boot>-<serial>") was assigned in; 0 when malformed.
 uint64_t MemberIdBoot(const std::string& member_id);
+
+// Generation streams of non-members allowed beyond max_workers (see CoordinatorOptions).
+constexpr int kStreamMargin = 16;
+
+// Largest step (and epoch) a member may report, in heartbeats and BeginCheckpoint: far beyond any
+// job, and small enough that the checkpoint and trace arithmetic on it cannot overflow.
+constexpr int64_t kMaxReportedStep = int64_t{1} << 53;
 
 // Longest JobFailure.message a member may report.
 constexpr size_t kMaxFailureMessageBytes = 4096;

@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
+#include "rpc/job_state.h"
 
 namespace retort::coordinator {
 namespace {
@@ -141,6 +142,7 @@ void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   if (!pending_checkpoint_) return;
   uint64_t id = pending_checkpoint_->id;
   pending_checkpoint_.reset();
+  if (options_.observer) options_.observer->OnCheckpointAborted();
   // It can never commit: remove what its writers left (shards, temp files). A writer still
   // busy recreates the directory; the next start removes it (RemoveCheckpointDebris).
   std::error_code ec;
@@ -154,8 +156,11 @@ int64_t Coordinator::CheckpointMarginStepsLocked() const {
   for (const auto& [id, m] : members_)
     step_seconds = std::max(step_seconds, m.metrics.step_seconds());
   if (step_seconds <= 0) return 2;
-  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(2.5 * options_.heartbeat_interval_ms /
-                                                             1000.0 / step_seconds)));
+  // Step times come from the members' heartbeats: a tiny one (1e-300 s) must not overflow the
+  // conversion (inf or > 2^63 steps is undefined behaviour); no job runs more steps than this.
+  constexpr double kMaxMarginSteps = 1e9;
+  const double margin = std::ceil(2.5 * options_.heartbeat_interval_ms / 1000.0 / step_seconds);
+  return static_cast<int64_t>(std::clamp(margin, 2.0, kMaxMarginSteps));
 }
 
 Status Coordinator::StartPendingCheckpointLocked(int64_t step, uint64_t generation,
@@ -186,7 +191,9 @@ void Coordinator::MaybeStartPeriodicCheckpointLocked() {
   // (Rounding up to a multiple `margin` steps ahead skipped multiples whenever the previous
   // checkpoint committed less than a margin before the next one.)
   const int64_t done = std::max({state_.last_checkpoint_step(), last_periodic_step_, fastest});
-  const int64_t target = (done / every + 1) * every;
+  // `done` may come from state.json or a manifest (restored, not reported): no overflow.
+  int64_t target = 0;
+  if (__builtin_mul_overflow(done / every + 1, every, &target)) return;
   if (target - fastest > 2 * margin) return;  // not close yet
   if (state_.job().steps() > 0 && target > state_.job().steps()) return;
   Status st = StartPendingCheckpointLocked(target, generation_->number(),
@@ -199,10 +206,10 @@ void Coordinator::MaybeStartPeriodicCheckpointLocked() {
 }
 
 StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (state_.state() != v1::JOB_STATE_RUNNING && state_.state() != v1::JOB_STATE_PAUSED)
     return FailedPreconditionError(std::string("cannot checkpoint a job that is ") +
-                                   JobStateName(state_.state()));
+                                   rpc::JobStateName(state_.state()));
   if (!generation_ || generation_->members_size() == 0)
     return FailedPreconditionError("no members to checkpoint");
   if (!pending_checkpoint_) {
@@ -227,10 +234,11 @@ StatusOr<v1::CheckpointResponse> Coordinator::RequestCheckpoint() {
 
 StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
     const v1::BeginCheckpointRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "begin checkpoint"));
-  if (r.step() < 0) return InvalidArgumentError("step must be >= 0");
+  if (r.step() < 0 || r.step() > kMaxReportedStep)
+    return InvalidArgumentError("step must be in [0, 2^53], got " + std::to_string(r.step()));
   if (pending_checkpoint_ && pending_checkpoint_->step != r.step())
     return AbortedError("checkpoint " + std::to_string(pending_checkpoint_->id) + " at step " +
                         std::to_string(pending_checkpoint_->step) + " is in progress");
@@ -249,7 +257,7 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
 }
 
 StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckCheckpointRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "ack checkpoint"));
   if (!pending_checkpoint_ || pending_checkpoint_->id != r.checkpoint_id())
@@ -289,7 +297,7 @@ Status Coordinator::CommitCheckpointLocked() {
   manifest.set_world_size(generation_->members_size());
   *manifest.mutable_plan() = generation_->plan();
   *manifest.mutable_job() = state_.job();
-  int64_t epoch = 0;
+  int64_t epoch = 0, bytes = 0;
   for (const auto& [id, files] : p.acks) {
     for (const auto& f : files) {
       struct stat st;
@@ -298,6 +306,7 @@ Status Coordinator::CommitCheckpointLocked() {
         return DataLossError("checkpoint file " + path + " is missing or not " +
                              std::to_string(f.size_bytes()) + " bytes");
       *manifest.add_files() = f;
+      bytes += f.size_bytes();
     }
     epoch = std::max(epoch, members_.count(id) ? members_.at(id).epoch : 0);
   }
@@ -325,6 +334,7 @@ Status Coordinator::CommitCheckpointLocked() {
   uint64_t id = p.id;
   int64_t step = p.step;
   pending_checkpoint_.reset();
+  if (options_.observer) options_.observer->OnCheckpointCommitted(bytes);
   EmitLocked("checkpoint",
              "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step));
   return Status::Ok();
@@ -334,7 +344,7 @@ StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetChec
   uint64_t id;
   google::protobuf::RepeatedField<uint64_t> committed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
     id = r.checkpoint_id() != 0 ? r.checkpoint_id() : state_.last_checkpoint_id();
     committed = state_.committed_checkpoints();

@@ -4,6 +4,7 @@
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
 #include "retort/config.h"
+#include "rpc/job_state.h"
 
 namespace retort::coordinator {
 namespace {
@@ -18,7 +19,7 @@ v1::ControlResponse Reply(const std::string& message, v1::JobState state) {
 }  // namespace
 
 v1::StatusResponse Coordinator::GetStatus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   v1::StatusResponse s;
   s.set_job_name(state_.job().name());
   s.set_state(state_.state());
@@ -53,6 +54,7 @@ v1::StatusResponse Coordinator::GetStatus() const {
     ms->set_last_heartbeat_ms_ago(
         std::chrono::duration_cast<std::chrono::milliseconds>(now - m->last_heartbeat).count());
     ms->set_draining(m->draining);
+    ms->set_generation(m->generation);
     step = std::max(step, m->step);
   }
   s.set_step(step);
@@ -61,20 +63,22 @@ v1::StatusResponse Coordinator::GetStatus() const {
 }
 
 StatusOr<v1::ControlResponse> Coordinator::Pause() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto s = state_.state();
   if (s == v1::JOB_STATE_PAUSED) return Reply("already paused", s);
   if (s != v1::JOB_STATE_RUNNING && s != v1::JOB_STATE_WAITING)
-    return FailedPreconditionError(std::string("cannot pause a job that is ") + JobStateName(s));
+    return FailedPreconditionError(std::string("cannot pause a job that is ") +
+                                   rpc::JobStateName(s));
   SetStateLocked(v1::JOB_STATE_PAUSED, "operator");
   return Reply("paused; members stop at their next step boundary", state_.state());
 }
 
 StatusOr<v1::ControlResponse> Coordinator::Resume() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto s = state_.state();
   if (s != v1::JOB_STATE_PAUSED)
-    return FailedPreconditionError(std::string("cannot resume a job that is ") + JobStateName(s));
+    return FailedPreconditionError(std::string("cannot resume a job that is ") +
+                                   rpc::JobStateName(s));
   int world = generation_ ? generation_->members_size() : 0;
   SetStateLocked(world >= state_.min_workers() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING,
                  "operator");
@@ -82,7 +86,7 @@ StatusOr<v1::ControlResponse> Coordinator::Resume() {
 }
 
 StatusOr<v1::ControlResponse> Coordinator::Scale(const v1::ScaleRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   int new_min = r.min_workers() > 0 ? r.min_workers() : state_.min_workers();
   int new_max = r.max_workers() > 0 ? r.max_workers() : state_.max_workers();
   if (r.min_workers() < 0 || r.max_workers() < 0)
@@ -118,7 +122,7 @@ StatusOr<v1::ControlResponse> Coordinator::Scale(const v1::ScaleRequest& r) {
 }
 
 StatusOr<v1::ControlResponse> Coordinator::Drain(const v1::DrainRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
   auto& m = members_[r.member_id()];
   if (m.draining) return Reply(r.member_id() + " is already draining", state_.state());
@@ -131,10 +135,10 @@ StatusOr<v1::ControlResponse> Coordinator::Drain(const v1::DrainRequest& r) {
 
 StatusOr<v1::ControlResponse> Coordinator::Stop(const v1::StopRequest& r) {
   if (r.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto s = state_.state();
   if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED || s == v1::JOB_STATE_FAILED)
-    return Reply(std::string("job already ") + JobStateName(s), s);
+    return Reply(std::string("job already ") + rpc::JobStateName(s), s);
   std::string why = r.reason().empty() ? "operator" : r.reason();
   if (members_.empty()) {
     SetStateLocked(v1::JOB_STATE_STOPPED, why);

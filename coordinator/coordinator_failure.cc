@@ -4,6 +4,7 @@
 // have (tools/retort_coordinator_main.cc).
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
+#include "rpc/job_state.h"
 
 namespace retort::coordinator {
 
@@ -24,8 +25,8 @@ void Coordinator::FailJobLocked(const v1::JobFailure& failure) {
                             std::to_string(failure.local_rank()) + ") at step " +
                             std::to_string(failure.step()) + " in " + failure.phase();
   if (s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_COMPLETED || s == v1::JOB_STATE_STOPPED) {
-    LOG_INFO("coordinator") << "job already " << JobStateName(s) << "; ignoring the failure of "
-                            << where << ": " << failure.message();
+    LOG_INFO("coordinator") << "job already " << rpc::JobStateName(s)
+                            << "; ignoring the failure of " << where << ": " << failure.message();
     return;
   }
   *state_.mutable_failure() = failure;

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "trainer/models/vit_presets.h"
+#include "models/vit_presets.h"
 
 namespace retort::coordinator {
 namespace {
@@ -42,7 +42,7 @@ void CheckModelPaths(const std::string& field, const v1::ModelSpec& m,
 void CheckImageSize(const std::string& field, const v1::ModelSpec& m, int64_t image_size,
                     std::vector<std::string>* problems) {
   if (m.preset().empty()) return;  // TorchScript models: their input size is theirs to check
-  const trainer::VitPresetShape* shape = trainer::FindVitPresetShape(m.preset());
+  const models::VitPresetShape* shape = models::FindVitPresetShape(m.preset());
   if (shape == nullptr) return;  // ValidateJobSpec names unknown presets
   const std::string preset = field + ".preset '" + m.preset() + "'";
   if (image_size % shape->patch_size != 0) {

@@ -9,26 +9,17 @@
 
 #include "common/file_util.h"
 #include "coordinator/job_spec_yaml.h"
+#include "models/vit_presets.h"
 
 namespace retort::coordinator {
 namespace {
 
-const std::set<std::string>& KnownPresets() {
-  static const std::set<std::string> presets = {"fm-teacher",    "fm-student", "fm-teacher-p7",
-                                                "fm-student-p7", "vit-b16",    "vit-s16",
-                                                "vit-ti16"};
-  return presets;
-}
-
 Status ValidateModel(const v1::ModelSpec& m, const std::string& field) {
   if (m.preset().empty() == m.torchscript_path().empty())
     return InvalidArgumentError(field + ": set exactly one of preset or torchscript_path");
-  if (!m.preset().empty() && KnownPresets().count(m.preset()) == 0) {
-    std::string names;
-    for (const auto& p : KnownPresets()) names += (names.empty() ? "" : ", ") + p;
+  if (!m.preset().empty() && models::FindVitPresetShape(m.preset()) == nullptr)
     return InvalidArgumentError(field + ".preset: unknown preset '" + m.preset() +
-                                "' (known: " + names + ")");
-  }
+                                "' (known: " + models::VitPresetNameList() + ")");
   return Status::Ok();
 }
 

@@ -9,12 +9,17 @@ v1::ShardingPlan ComputeShardingPlan(int64_t total, int world, int64_t alignment
   v1::ShardingPlan plan;
   plan.set_total_elements(total);
   plan.set_alignment(alignment);
-  const int64_t units = (total + alignment - 1) / alignment;
+  // 128-bit intermediates: the count comes from the first worker's report or from state.json and
+  // may be anything up to 2^63 - 1 (total + alignment - 1 and units * world overflowed int64).
+  using Wide = __int128;
+  const int64_t units = total / alignment + (total % alignment != 0 ? 1 : 0);
+  auto unit_start = [&](int r) {
+    const Wide unit = static_cast<Wide>(units) * r / world;
+    return static_cast<int64_t>(std::min<Wide>(total, unit * alignment));
+  };
   for (int r = 0; r < world; ++r) {
-    int64_t first_unit = units * r / world;
-    int64_t end_unit = units * (r + 1) / world;
-    int64_t begin = std::min(total, first_unit * alignment);
-    int64_t end = std::min(total, end_unit * alignment);
+    const int64_t begin = unit_start(r);
+    const int64_t end = unit_start(r + 1);
     auto* range = plan.add_ranges();
     range->set_rank(r);
     range->set_offset(begin);

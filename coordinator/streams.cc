@@ -1,15 +1,32 @@
 #include "coordinator/streams.h"
 
+#include "coordinator/request_limits.h"
+#include "coordinator/services.h"
+#include "rpc/grpc_status.h"
+
 namespace retort::coordinator {
 
-GenerationStream::GenerationStream(Coordinator* coordinator, std::string member_id, uint64_t after)
+GenerationStream::GenerationStream(Coordinator* coordinator, std::string member_id, uint64_t after,
+                                   RefusalLog* refusals, const std::string& peer,
+                                   const Status& admitted)
     : coordinator_(coordinator), member_id_(std::move(member_id)), last_sent_(after) {
-  coordinator_->WatchOpened(member_id_);
+  StatusOr<Coordinator::WatchKind> kind = admitted.ok()
+                                              ? coordinator_->WatchOpened(member_id_)
+                                              : StatusOr<Coordinator::WatchKind>(admitted);
+  if (!kind.ok()) {
+    refusals->Refused("WatchGenerations", peer, kind.status().ToString());
+    MutexLock lock(mu_);
+    finished_ = true;
+    Finish(ToGrpcStatus(kind.status()));
+    return;
+  }
+  registered_ = true;
+  kind_ = *kind;
   coordinator_->SubscribeGenerations(this);
 }
 
 void GenerationStream::OnGeneration(std::shared_ptr<const v1::Generation> generation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finished_ || generation->number() <= last_sent_) return;
   pending_ = std::move(generation);
   if (!in_flight_) StartNextLocked();
@@ -23,7 +40,7 @@ void GenerationStream::StartNextLocked() {
 }
 
 void GenerationStream::OnWriteDone(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   in_flight_.reset();
   if (!ok) {
     if (!finished_) {
@@ -36,7 +53,7 @@ void GenerationStream::OnWriteDone(bool ok) {
 }
 
 void GenerationStream::OnCancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!finished_) {
     finished_ = true;
     Finish(grpc::Status::CANCELLED);
@@ -44,17 +61,42 @@ void GenerationStream::OnCancel() {
 }
 
 void GenerationStream::OnDone() {
-  coordinator_->UnsubscribeGenerations(this);
-  coordinator_->WatchClosed(member_id_);  // no stream lock held: lock order is coordinator first
+  if (registered_) {
+    coordinator_->UnsubscribeGenerations(this);
+    // No stream lock held: lock order is coordinator first.
+    coordinator_->WatchClosed(member_id_, kind_);
+  }
+  // The last OnWriteDone (another gRPC thread) changed members under mu_; taking it here orders
+  // those writes before the destruction (gRPC's own hand-off is invisible to ThreadSanitizer).
+  { MutexLock lock(mu_); }
   delete this;
 }
 
-EventStream::EventStream(Coordinator* coordinator) : coordinator_(coordinator) {
+EventStream::EventStream(Coordinator* coordinator, ServiceGuards* guards, const std::string& peer,
+                         const std::string& who, const Status& admitted)
+    : coordinator_(coordinator), guards_(guards), host_(PeerHost(peer)) {
+  if (!admitted.ok()) {
+    guards_->refusals().Refused("Watch", who, admitted.ToString());
+    MutexLock lock(mu_);
+    finished_ = true;
+    Finish(ToGrpcStatus(admitted));
+    return;
+  }
+  if (!guards_->AcquireEventStream(host_)) {
+    const std::string why = host_ + " already has " + std::to_string(kMaxEventStreamsPerHost) +
+                            " event streams open (the limit per host)";
+    guards_->refusals().Refused("Watch", peer, why);
+    MutexLock lock(mu_);
+    finished_ = true;
+    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+    return;
+  }
+  registered_ = true;
   coordinator_->SubscribeEvents(this);
 }
 
 void EventStream::OnEvent(const v1::Event& event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   if (queue_.size() >= kMaxQueued) {
     finished_ = true;
@@ -72,7 +114,7 @@ void EventStream::StartNextLocked() {
 }
 
 void EventStream::OnWriteDone(bool ok) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   writing_ = false;
   queue_.pop_front();
   if (!ok) {
@@ -86,7 +128,7 @@ void EventStream::OnWriteDone(bool ok) {
 }
 
 void EventStream::OnCancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!finished_) {
     finished_ = true;
     Finish(grpc::Status::CANCELLED);
@@ -94,7 +136,10 @@ void EventStream::OnCancel() {
 }
 
 void EventStream::OnDone() {
-  coordinator_->UnsubscribeEvents(this);
+  if (registered_) {
+    coordinator_->UnsubscribeEvents(this);
+    guards_->ReleaseEventStream(host_);
+  }
   delete this;
 }
 

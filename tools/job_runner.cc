@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "common/port_file.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_spec.h"
 #include "retort/v1/retort.grpc.pb.h"
+#include "rpc/client_channel.h"
+#include "tools/cert_generator.h"
 #include "tools/process_group.h"
 #include "tools/run_layout.h"
 
@@ -143,6 +146,32 @@ int RunJob(const RunOptions& o, const v1::JobSpec& job_in, std::atomic<int>& int
     return 1;
   }
 
+  std::string tls_dir = o.tls_dir;
+  if (tls_dir.empty() && o.tls) {
+    tls_dir = layout.output_dir + "/tls";
+    if (!PathExists(tls_dir + "/coordinator.crt")) {
+      CertOptions certs;
+      certs.out_dir = tls_dir;
+      if (auto made = GenerateClusterCertificates(certs); !made.ok()) {
+        std::fprintf(stderr, "retort-run: making certificates: %s\n",
+                     made.status().message().c_str());
+        return 1;
+      }
+    }
+  }
+  // Each process's TLS flags for `role` (coordinator, worker, operator); none without TLS.
+  auto tls_flags = [&](const std::string& role) -> std::vector<std::string> {
+    if (tls_dir.empty()) return {};
+    return {"--tls-cert=" + tls_dir + "/" + role + ".crt",
+            "--tls-key=" + tls_dir + "/" + role + ".key", "--tls-ca=" + tls_dir + "/ca.crt"};
+  };
+  rpc::ClientSecurity control_security;
+  if (!tls_dir.empty()) {
+    control_security.tls_cert = tls_dir + "/operator.crt";
+    control_security.tls_key = tls_dir + "/operator.key";
+    control_security.tls_ca = tls_dir + "/ca.crt";
+  }
+
   ProcessGroup group;
   std::vector<std::string> coord_argv = {
       o.bin_dir + "/retort-coordinator", "--listen=127.0.0.1:0",
@@ -150,27 +179,28 @@ int RunJob(const RunOptions& o, const v1::JobSpec& job_in, std::atomic<int>& int
       "--port-file=" + port_path,        "--log-level=" + o.log_level};
   if (!layout.checkpoint_dir.empty())
     coord_argv.push_back("--checkpoint-dir=" + layout.checkpoint_dir);
+  for (const auto& f : tls_flags("coordinator")) coord_argv.push_back(f);
   const int coord = group.Spawn("coordinator", coord_argv);
   std::printf("retort-run: coordinator started (pid %d)\n", static_cast<int>(group.pid(coord)));
   const auto start = Clock::now();
   auto took = [&] {
     return FormatDuration(std::chrono::duration<double>(Clock::now() - start).count());
   };
-  while (!PathExists(port_path)) {
+  const StatusOr<int> port = WaitForPortFile(port_path, Deadline::After(std::chrono::seconds(30)),
+                                             [&] { return group.Poll(coord).has_value(); });
+  if (!port.ok()) {
     if (auto rc = group.Poll(coord)) {
       group.WaitForOutput();
       std::printf("retort-run: FAILED: %s before it listened\n",
                   DescribeCoordinatorExit(*rc).c_str());
-      return 1;
-    }
-    if (Clock::now() - start > std::chrono::seconds(30)) {
+    } else if (port.status().code() == StatusCode::kDeadlineExceeded) {
       std::printf("retort-run: FAILED: the coordinator did not start within 30 s\n");
-      return 1;
+    } else {
+      std::printf("retort-run: FAILED: %s\n", port.status().message().c_str());
     }
-    std::this_thread::sleep_for(milliseconds(20));
+    return 1;
   }
-  const std::string address =
-      "127.0.0.1:" + std::to_string(std::stoi(*ReadFileToString(port_path)));
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
 
   std::vector<Slot> slots(static_cast<size_t>(o.workers));
   auto spawn_worker = [&](int i) {
@@ -181,7 +211,9 @@ int RunJob(const RunOptions& o, const v1::JobSpec& job_in, std::atomic<int>& int
         "--node=local" + std::to_string(node), "--local-rank=" + std::to_string(local),
         "--log-level=" + o.log_level,          "--output-dir=" + layout.output_dir};
     if (!o.train) argv.push_back("--no-train");
+    for (const auto& f : tls_flags("worker")) argv.push_back(f);
     if (o.threads > 0) argv.push_back("--threads=" + std::to_string(o.threads));
+    argv.insert(argv.end(), o.worker_args.begin(), o.worker_args.end());
     Slot& s = slots[static_cast<size_t>(i)];
     s.process = group.Spawn("worker " + std::to_string(i), argv);
     s.exited = false;
@@ -197,8 +229,8 @@ int RunJob(const RunOptions& o, const v1::JobSpec& job_in, std::atomic<int>& int
   for (int i = 0; i < o.workers; ++i) spawn_worker(i);
   std::fflush(stdout);
 
-  auto control =
-      v1::ControlService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto control = v1::ControlService::NewStub(
+      grpc::CreateChannel(address, rpc::MakeChannelCredentials(control_security)));
   auto call_stop = [&](const std::string& reason) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(2000));

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "retort/v1/retort.pb.h"
 #include "tools/launcher_policy.h"
@@ -45,6 +46,14 @@ struct RunOptions {
   bool fresh = false;
   // --output-dir and --state-dir as given ("" = not given; see run_layout.h).
   std::string output_flag, state_flag;
+  // Extra flags for every worker process, restarted ones included (--worker-arg).
+  std::vector<std::string> worker_args;
+  // Mutual TLS between every process of the job: a folder as `retortctl certs` writes it
+  // (ca.crt, coordinator/worker/operator .crt and .key). With `tls` and no folder, the launcher
+  // makes one in the output directory (tls/, kept across re-runs). Empty and false: plain TCP
+  // on 127.0.0.1.
+  std::string tls_dir;
+  bool tls = false;
 };
 
 // Runs one job to its end. On return *results_dir (when not null) names the directory holding

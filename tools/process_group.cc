@@ -1,21 +1,18 @@
 #include "tools/process_group.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
+
+#include "common/process.h"
 
 namespace retort::tools {
 
 ProcessGroup::~ProcessGroup() {
   for (size_t i = 0; i < children_.size(); ++i) {
     if (!Poll(static_cast<int>(i))) {
-      Signal(static_cast<int>(i), SIGKILL);
-      int status;
-      waitpid(children_[i]->pid, &status, 0);
+      children_[i]->exit_code = KillAndWait(children_[i]->pid, Deadline::AfterMs(5000));
     }
   }
   for (auto& c : children_)
@@ -23,29 +20,19 @@ ProcessGroup::~ProcessGroup() {
 }
 
 int ProcessGroup::Spawn(const std::string& name, const std::vector<std::string>& argv) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  SpawnOptions options;
+  options.output = SpawnOptions::Output::kPipe;
+  // Children ignore the terminal's Ctrl-C: the launcher decides how they stop.
+  options.own_process_group = true;
+  StatusOr<SpawnedProcess> spawned = SpawnProcess(argv, options);
+  if (!spawned.ok()) {
+    std::fprintf(stderr, "%s\n", spawned.status().message().c_str());
+    return -1;
+  }
   auto child = std::make_unique<Child>();
   child->name = name;
-  child->pid = fork();
-  if (child->pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    // Children ignore the terminal's Ctrl-C: the launcher decides how they stop.
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> args;
-    std::vector<std::string> copy = argv;
-    for (auto& a : copy) args.push_back(a.data());
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0].c_str(), std::strerror(errno));
-    _exit(127);
-  }
-  close(fds[1]);
-  int read_fd = fds[0];
+  child->pid = spawned->pid;
+  const int read_fd = spawned->output_fd;
   std::string prefix = "[" + name + "] ";
   child->reader = std::thread([this, read_fd, prefix] {
     FILE* f = fdopen(read_fd, "r");
@@ -53,7 +40,7 @@ int ProcessGroup::Spawn(const std::string& name, const std::vector<std::string>&
     char* line = nullptr;
     size_t cap = 0;
     while (getline(&line, &cap, f) > 0) {
-      std::lock_guard<std::mutex> lock(out_mu_);
+      MutexLock lock(out_mu_);
       std::fputs(prefix.c_str(), stdout);
       std::fputs(line, stdout);
       std::fflush(stdout);
@@ -67,10 +54,7 @@ int ProcessGroup::Spawn(const std::string& name, const std::vector<std::string>&
 
 std::optional<int> ProcessGroup::Poll(int i) {
   Child& c = *children_[i];
-  if (c.exit_code) return c.exit_code;
-  int status = 0;
-  if (waitpid(c.pid, &status, WNOHANG) == c.pid)
-    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!c.exit_code) c.exit_code = PollExit(c.pid);
   return c.exit_code;
 }
 

@@ -6,11 +6,12 @@
 #include <sys/types.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace retort::tools {
 
@@ -40,7 +41,7 @@ class ProcessGroup {
     std::thread reader;
   };
   std::vector<std::unique_ptr<Child>> children_;
-  std::mutex out_mu_;  // serialises lines written to stdout
+  Mutex out_mu_;  // serialises lines written to stdout
 };
 
 }  // namespace retort::tools

@@ -10,22 +10,29 @@
 #include <thread>
 
 #include "common/args.h"
-#include "common/file_util.h"
 #include "common/logging.h"
+#include "common/port_file.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/job_preflight.h"
 #include "coordinator/job_spec.h"
+#include "coordinator/listen_policy.h"
 #include "coordinator/server.h"
+#include "rpc/health_server.h"
+#include "rpc/job_state.h"
 #include "tools/signals.h"
 
 using namespace retort;
 
 int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
-  std::string listen = "0.0.0.0:7070", job_path, log_level = "info", port_file;
+  std::string listen = "127.0.0.1:7070", job_path, port_file;
+  std::string metrics_listen, health_listen;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
   bool check_paths = true;
+  bool insecure_listen = false;
+  coordinator::ServerSecurity security;
   constexpr int kExitJobFailed = 3;
   ArgParser args(
       "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
@@ -34,7 +41,24 @@ int main(int argc, char** argv) {
       "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.\n"
       "\nExit status: 0 job completed or stopped (or signalled), 1 internal error, 2 usage or\n"
       "invalid job spec, 3 job failed (a failure that recurs on every try).");
-  args.AddString("listen", &listen, "gRPC listen address host:port (port 0 picks a free port)");
+  args.AddString("listen", &listen,
+                 "gRPC listen address host:port (port 0 picks a free port); without TLS only a "
+                 "loopback address unless --insecure-listen");
+  args.AddBool("insecure-listen", &insecure_listen,
+               "allow --listen on an address other hosts can reach without TLS: anyone who "
+               "reaches it can join, steer or stop the job (logs a warning at start)");
+  args.AddString("tls-cert", &security.tls_cert,
+                 "PEM certificate of this coordinator: serve TLS (re-read when the file changes)");
+  args.AddString("tls-key", &security.tls_key, "PEM private key of --tls-cert");
+  args.AddString("tls-ca", &security.tls_ca,
+                 "PEM CA: require client certificates signed by it (mutual TLS); the role is the "
+                 "certificate subject's OU: worker or operator");
+  args.AddInt("tls-refresh-s", &security.refresh_s,
+              "how often the certificate, key and CA files are checked for changes");
+  args.AddString("worker-token-file", &security.worker_token_file,
+                 "file holding the bearer token of the worker role (re-read when it changes)");
+  args.AddString("operator-token-file", &security.operator_token_file,
+                 "file holding the bearer token of the operator role (re-read when it changes)");
   args.AddString("state-dir", &opts.state_dir, "directory for durable state (required)");
   args.AddString("job", &job_path,
                  "job spec (YAML or JSON); required on first start, optional on restart");
@@ -66,23 +90,24 @@ int main(int argc, char** argv) {
                "worker starts (--no-check-paths: only the workers can see them)");
   args.AddString("port-file", &port_file,
                  "write the bound port to this file (for launchers and tests)");
-  args.AddString("log-level", &log_level, "debug, info, warning or error");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "retort-coordinator: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
-  LogLevel level;
-  if (!ParseLogLevel(log_level, &level)) {
-    std::fprintf(stderr,
-                 "retort-coordinator: --log-level: '%s' is not debug, info, warning or error\n",
-                 log_level.c_str());
-    return 2;
-  }
-  SetLogLevel(level);
+  args.AddString("health-listen", &health_listen,
+                 "also serve grpc.health.v1 alone, in plain TCP, on host:port (for probes that "
+                 "cannot present a client certificate; no other service there; empty = off)");
+  args.AddString("metrics-listen", &metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  args.AddLogLevel();
+  if (auto code = args.ParseOrExitCode(argc, argv, "retort-coordinator")) return *code;
   if (opts.state_dir.empty()) {
     std::fprintf(stderr, "retort-coordinator: --state-dir is required (see --help)\n");
+    return 2;
+  }
+  if (Status allowed = coordinator::CheckListenPolicy(listen, security.tls(), insecure_listen);
+      !allowed.ok()) {
+    std::fprintf(stderr, "retort-coordinator: %s\n", allowed.message().c_str());
+    return 2;
+  }
+  if (Status valid = coordinator::ValidateServerSecurity(security); !valid.ok()) {
+    std::fprintf(stderr, "retort-coordinator: %s\n", valid.message().c_str());
     return 2;
   }
   std::optional<v1::JobSpec> job;
@@ -103,23 +128,63 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
+  if (!metrics_listen.empty()) {
+    auto m = coordinator::CoordinatorMetricsEndpoint::Start(metrics_listen);
+    if (!m.ok()) {
+      std::fprintf(stderr, "retort-coordinator: %s\n", m.status().message().c_str());
+      return m.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    metrics = std::move(*m);
+    opts.observer = metrics->observer();
+    LOG_INFO("coordinator") << "metrics on port " << metrics->port() << " (/metrics)";
+  }
   RealClock clock;
   auto c = coordinator::Coordinator::Create(opts, job, &clock);
   if (!c.ok()) {
     std::fprintf(stderr, "retort-coordinator: %s\n", c.status().ToString().c_str());
     return 1;
   }
-  auto server = coordinator::CoordinatorServer::Start(c->get(), listen);
+  if (metrics) metrics->Attach(c->get());
+  auto server = coordinator::CoordinatorServer::Start(
+      c->get(), listen, security,
+      metrics
+          ? metrics->TakeInterceptors()
+          : std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>());
   if (!server.ok()) {
     std::fprintf(stderr, "retort-coordinator: %s\n", server.status().message().c_str());
     return 1;
   }
+  std::unique_ptr<rpc::HealthServer> health;
+  if (!health_listen.empty()) {
+    auto h = rpc::HealthServer::Start(health_listen, {v1::WorkerService::service_full_name(),
+                                                      v1::ControlService::service_full_name()});
+    if (!h.ok()) {
+      std::fprintf(stderr, "retort-coordinator: %s\n", h.status().message().c_str());
+      return 1;
+    }
+    health = std::move(*h);
+    LOG_INFO("coordinator") << "health checks (plain TCP, grpc.health.v1 only) on port "
+                            << health->port();
+  }
   (*c)->Start();
+  LOG_INFO("coordinator") << "transport: "
+                          << (!security.tls()           ? "plain TCP"
+                              : security.tls_ca.empty() ? "TLS (no client certificates)"
+                                                        : "mutual TLS")
+                          << (security.worker_token_file.empty() &&
+                                      security.operator_token_file.empty()
+                                  ? ""
+                                  : ", bearer tokens");
+  if (!security.tls() && !coordinator::IsLoopbackListenAddress(listen))
+    LOG_WARN("coordinator") << "INSECURE: serving the control plane on " << listen
+                            << " without TLS (--insecure-listen): anyone who can reach it can "
+                               "join, steer or stop the job";
   LOG_INFO("coordinator") << "listening on port " << (*server)->port() << " (job '"
                           << (*c)->GetStatus().job_name() << "', state dir " << opts.state_dir
                           << ")";
   if (!port_file.empty()) {
-    Status s = WriteFileAtomically(port_file, std::to_string((*server)->port()) + "\n");
+    Status s = WritePortFile(port_file, (*server)->port());
     if (!s.ok()) LOG_ERROR("coordinator") << "writing --port-file: " << s;
   }
   std::atomic<bool> signalled{false};
@@ -132,16 +197,17 @@ int main(int argc, char** argv) {
   });
   while (!signalled) {
     if (exit_when_finished && coord->WaitFinished(200)) {
-      LOG_INFO("coordinator") << "job finished ("
-                              << coordinator::JobStateName(coord->GetStatus().state())
+      LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
                               << "); exiting";
       break;
     }
     if (!exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const v1::StatusResponse final_status = coord->GetStatus();
+  if (health) health->Shutdown();
   (*server)->Shutdown(1000);
   (*c)->Shutdown();
+  metrics.reset();  // no scrape may outlive the coordinator
   if (final_status.state() == v1::JOB_STATE_FAILED) {
     const auto& f = final_status.failure();
     std::fprintf(stderr, "retort-coordinator: job '%s' failed: %s (member %s, %s, step %lld)\n",

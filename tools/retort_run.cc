@@ -221,12 +221,16 @@ int main(int argc, char** argv) {
   args.AddBool("print-job", &print_job, "print the job spec that would run, and exit");
   args.AddBool("train", &o.train, "workers train (--no-train: control plane only)");
   args.AddString("log-level", &o.log_level, "log level of the coordinator and workers");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "retort-run: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
+  args.AddBool("tls", &o.tls,
+               "mutual TLS between the coordinator, workers and launcher, with certificates "
+               "made in OUTPUT_DIR/tls (see retortctl certs) unless --tls-dir names them");
+  args.AddString("tls-dir", &o.tls_dir,
+                 "mutual TLS with the certificates in this folder (as `retortctl certs` writes "
+                 "them: ca.crt, coordinator/worker/operator .crt and .key)");
+  args.AddStringList("worker-arg", &o.worker_args,
+                     "pass this flag to every worker (repeatable), e.g. "
+                     "--worker-arg=--comm-timeout-ms=20000");
+  if (auto code = args.ParseOrExitCode(argc, argv, "retort-run")) return *code;
   if (o.workers < 1 || o.workers > 256 || o.workers_per_node < 0 || o.threads < 0 ||
       o.timeout_s < 0 || max_restarts < 0 || max_restarts > 1000 || o.exit_grace_s < 0) {
     std::fprintf(stderr,

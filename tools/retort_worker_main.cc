@@ -10,14 +10,20 @@
 #include <atomic>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
+#include "collectives/net_interface.h"
 #include "common/args.h"
 #include "common/logging.h"
 #include "tools/signals.h"
 #include "worker/coordinator_client.h"
+#include "worker/pause_points.h"
 #include "worker/worker_agent.h"
+#include "worker/worker_metrics.h"
 #if RETORT_WORKER_WITH_TRAINER
 #include "trainer/cpu_runtime.h"
+#include "trainer/device.h"
 #include "worker/training_session.h"
 #endif
 
@@ -76,20 +82,39 @@ int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
   std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1",
               devices = "cpu";
-  std::string health_listen, log_level = "info";
+  std::string health_listen, device = "auto";
   int local_rank = 0, threads = 0;
-  int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0, comm_timeout_ms = 60000;
+  int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0,
+          rejoin_timeout_ms = worker::WorkerOptions{}.rejoin_timeout_ms, comm_timeout_ms = 60000;
   bool train = RETORT_WORKER_WITH_TRAINER;
+  rpc::ClientSecurity security;
   std::string output_dir = "retort-out";
+  std::vector<std::string> pause_at;
+  std::string metrics_listen, trace_steps;
   ArgParser args(
       "retort-worker --coordinator=HOST:PORT [flags]",
       "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
       "trains its share of every global batch, and leaves at a step boundary on SIGTERM.");
   args.AddString("coordinator", &coordinator, "coordinator address host:port");
+  args.AddString("tls-ca", &security.tls_ca,
+                 "PEM CA that signed the coordinator's certificate: connect over TLS");
+  args.AddString("tls-cert", &security.tls_cert,
+                 "PEM client certificate (subject OU=worker) for mutual TLS; re-read when it "
+                 "changes");
+  args.AddString("tls-key", &security.tls_key, "PEM private key of --tls-cert");
+  args.AddInt("tls-refresh-s", &security.refresh_s,
+              "how often the certificate, key and CA files are checked for changes");
+  args.AddString("token-file", &security.token_file,
+                 "file holding the worker role's bearer token, sent with every call");
   args.AddString("node", &node, "node name; workers on one node get consecutive ranks");
   args.AddInt("local-rank", &local_rank, "index of this worker on its node");
-  args.AddString("data-address", &data_address, "address peers reach this worker's data plane at");
+  args.AddString("data-address", &data_address,
+                 "IP address peers reach this worker's data plane at; the data plane listens on "
+                 "the interface that holds it only");
   args.AddString("devices", &devices, "devices this worker uses: cpu or cuda:N[,cuda:M]");
+  args.AddString("device", &device,
+                 "training device: auto (cuda:<local-rank> when a GPU is visible, else cpu), "
+                 "cpu, cuda (cuda:<local-rank>) or cuda:N");
   args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
   args.AddString("health-listen", &health_listen,
                  "serve grpc.health.v1 on host:port (empty = off)");
@@ -98,26 +123,25 @@ int main(int argc, char** argv) {
   args.AddInt("rpc-timeout-ms", &rpc_timeout_ms, "deadline of every coordinator RPC");
   args.AddInt("join-timeout-ms", &join_timeout_ms,
               "give up when joining takes longer (0 = keep trying)");
+  args.AddInt("rejoin-timeout-ms", &rejoin_timeout_ms,
+              "give up when the coordinator stays unreachable, or re-joining after losing "
+              "membership (evicted, coordinator restarted) fails, for longer (0 = keep trying)");
   args.AddBool("train", &train,
                "train the job (--no-train: control plane only, for tests and load generators)");
   args.AddString("output-dir", &output_dir,
                  "where outputs go when the job spec names no output_dir");
   args.AddInt("comm-timeout-ms", &comm_timeout_ms,
               "deadline of every collective and of communicator bootstrap");
-  args.AddString("log-level", &log_level, "debug, info, warning or error");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
-  LogLevel level;
-  if (!ParseLogLevel(log_level, &level)) {
-    std::fprintf(stderr, "retort-worker: --log-level: '%s' is not debug, info, warning or error\n",
-                 log_level.c_str());
-    return 2;
-  }
-  SetLogLevel(level);
+  args.AddStringList("pause-at", &pause_at,
+                     "tests only: pause once at POINT for up to MS ms (POINT:MS; POINT is "
+                     "checkpoint-write or generation-switch), logging 'PAUSE POINT' first");
+  args.AddString("metrics-listen", &metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  args.AddString("trace-steps", &trace_steps,
+                 "record a step trace for steps A:B into OUTPUT_DIR/traces/ (empty = only when "
+                 "`retortctl trace` asks)");
+  args.AddLogLevel();
+  if (auto code = args.ParseOrExitCode(argc, argv, "retort-worker")) return *code;
   auto devs = ParseDevices(devices);
   if (!devs.ok()) {
     std::fprintf(stderr, "retort-worker: %s\n", devs.status().message().c_str());
@@ -130,6 +154,36 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  auto armed = worker::PausePoints::Parse(pause_at);
+  if (!armed.ok()) {
+    std::fprintf(stderr, "retort-worker: %s\n", armed.status().message().c_str());
+    return 2;
+  }
+  worker::PausePoints pause_points(std::move(*armed));
+  int64_t trace_first = 0, trace_last = 0;
+  if (!trace_steps.empty()) {
+    auto window = ParseStepWindow("--trace-steps", trace_steps);
+    if (!window.ok()) {
+      std::fprintf(stderr, "retort-worker: %s\n", window.status().message().c_str());
+      return 2;
+    }
+    std::tie(trace_first, trace_last) = *window;
+  }
+  std::unique_ptr<worker::WorkerMetricsEndpoint> metrics;
+  if (!metrics_listen.empty()) {
+    auto m = worker::WorkerMetricsEndpoint::Start(metrics_listen);
+    if (!m.ok()) {
+      std::fprintf(stderr, "retort-worker: %s\n", m.status().message().c_str());
+      return m.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    metrics = std::move(*m);
+    LOG_INFO("worker") << "metrics on port " << metrics->port() << " (/metrics)";
+  }
+
+  if (Status valid = rpc::ValidateClientSecurity(security); !valid.ok()) {
+    std::fprintf(stderr, "retort-worker: %s\n", valid.message().c_str());
+    return 2;
+  }
   std::unique_ptr<grpc::Server> health;
   if (!health_listen.empty()) {
     grpc::EnableDefaultHealthCheckService(true);
@@ -151,16 +205,38 @@ int main(int argc, char** argv) {
   for (const auto& d : *devs) *opts.identity.add_devices() = d;
   opts.parameter_count = parameter_count;
   opts.join_timeout_ms = join_timeout_ms;
-  worker::CoordinatorClient client(coordinator, rpc_timeout_ms);
+  opts.rejoin_timeout_ms = rejoin_timeout_ms;
+  worker::CoordinatorClient client(coordinator, rpc_timeout_ms, security);
   LoggingHandler logging_handler;
   worker::GenerationHandler* handler = &logging_handler;
+  // The data plane binds the interface of --data-address: checked in every build (a worker
+  // without a trainer still announces the address to its peers).
+  auto data_interface = collectives::InterfaceForAddress(data_address);
+  if (!data_interface.ok()) {
+    std::fprintf(stderr, "retort-worker: --data-address: %s\n",
+                 data_interface.status().message().c_str());
+    return 2;
+  }
 #if RETORT_WORKER_WITH_TRAINER
   std::unique_ptr<worker::TrainingSession> session;
   if (train) {
+    auto resolved = trainer::ResolveDevice(device, local_rank, trainer::VisibleCudaDevices());
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "retort-worker: --device: %s\n", resolved.status().message().c_str());
+      return 2;
+    }
     worker::TrainingOptions topts;
+    topts.device = *resolved;
     topts.threads = threads;
     topts.comm_timeout_ms = comm_timeout_ms;
     topts.default_output_dir = output_dir;
+    topts.data_plane_devices = *data_interface;
+    topts.pause_points = &pause_points;
+    topts.node = node;
+    topts.local_rank = local_rank;
+    topts.step_observer = metrics ? metrics->observer() : nullptr;
+    topts.trace_first_step = trace_first;
+    topts.trace_last_step = trace_last;
     session = std::make_unique<worker::TrainingSession>(topts, &client);
     handler = session.get();
   }
@@ -193,10 +269,9 @@ int main(int argc, char** argv) {
     LOG_INFO("worker") << "stopped before joining the job";
     return 0;
   }
-  // The job completed before this worker could join (the coordinator refuses members of a
-  // completed job with "job is completed; ..."): nothing to do, like a worker that finished it.
-  if (!s.ok() && s.code() == StatusCode::kFailedPrecondition &&
-      s.message().rfind("job is completed", 0) == 0) {
+  // The job completed before this worker could join (or re-join): nothing to do, like a worker
+  // that finished it.
+  if (!s.ok() && agent.ended_state() == v1::JOB_STATE_COMPLETED) {
     LOG_INFO("worker") << "the job is already completed; nothing to do";
     return 0;
   }

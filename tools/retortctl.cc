@@ -8,10 +8,14 @@
 #include <iostream>
 
 #include "common/args.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/grpc_status.h"
 #include "retort/v1/retort.grpc.pb.h"
-#include "worker/coordinator_client.h"
+#include "rpc/client_channel.h"
+#include "rpc/grpc_status.h"
+#include "rpc/job_state.h"
+#include "tools/cert_generator.h"
+#include "tools/ctl_report.h"
+#include "tools/ctl_top.h"
+#include "tools/ctl_trace.h"
 
 using namespace retort;
 using nlohmann::json;
@@ -26,6 +30,16 @@ struct Options {
   std::string reason;
   int64_t count = 0, for_ms = 0;
   std::string command, argument;
+  // Observability commands (ctl_top.h, ctl_trace.h, ctl_report.h).
+  std::string path, steps;
+  // trace merge, report: the file to write; certs: the folder.
+  std::string out;
+  bool once = false;
+  int64_t interval_ms = 1000;
+  rpc::ClientSecurity security;
+  // certs
+  std::string hosts;
+  int64_t days = 365;
 };
 
 const char* kCommands =
@@ -38,12 +52,25 @@ const char* kCommands =
     "  scale --min N --max M  change the elastic worker bounds live\n"
     "  drain ID             remove worker ID gracefully at a step boundary\n"
     "  stop [--reason R]    stop the job: workers leave, the coordinator exits\n"
+    "  top [--once] [--interval-ms T] [--count N]  live view, one line per worker\n"
+    "  trace --steps A:B    every worker records a step trace of steps A..B\n"
+    "  trace merge DIR [--steps A:B] [--out F]  merge the ranks' traces into one file\n"
+    "  report RUN_DIR [--out F]  one HTML file (and --json findings) from a run's step logs\n"
+    "  certs --out DIR [--hosts H1,H2] [--days N]\n"
+    "                       write a CA and coordinator/worker/operator certificates for a test\n"
+    "                       cluster (OpenSSL; roles in the subject OU); a DIR that already holds\n"
+    "                       ca.crt and ca.key keeps that CA (rotation). Talks to no coordinator.\n"
     "\nExit status: 0 success, 1 the coordinator refused or was unreachable, 2 usage error.";
 
-std::string StateName(v1::JobState s) { return coordinator::JobStateName(s); }
+std::string StateName(v1::JobState s) { return rpc::JobStateName(s); }
 
 void SetDeadline(grpc::ClientContext* ctx, int64_t ms) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+}
+
+// Adds the operator's token (if any) to a call.
+void Authorize(grpc::ClientContext* ctx, const Options& o) {
+  rpc::AddTokenMetadata(o.security, ctx);
 }
 
 int Fail(const std::string& what, const grpc::Status& s) {
@@ -82,6 +109,7 @@ json FailureJson(const v1::StatusResponse& r) {
 int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o.timeout_ms);
+  Authorize(&ctx, o);
   v1::StatusResponse r;
   grpc::Status s = stub.Status(&ctx, v1::StatusRequest(), &r);
   if (!s.ok()) return Fail("status " + o.coordinator, s);
@@ -141,6 +169,7 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
 int Watch(v1::ControlService::Stub& stub, const Options& o) {
   grpc::ClientContext ctx;
   if (o.for_ms > 0) SetDeadline(&ctx, o.for_ms);
+  Authorize(&ctx, o);
   auto reader = stub.Watch(&ctx, v1::WatchRequest());
   v1::Event e;
   int64_t seen = 0;
@@ -173,6 +202,32 @@ int Watch(v1::ControlService::Stub& stub, const Options& o) {
   return 0;
 }
 
+int MakeCerts(const Options& o) {
+  tools::CertOptions c;
+  c.out_dir = o.out;
+  c.days = static_cast<int>(o.days);
+  std::string item;
+  for (char ch : o.hosts + ",") {
+    if (ch != ',') {
+      item.push_back(ch);
+    } else if (!item.empty()) {
+      c.hosts.push_back(item);
+      item.clear();
+    }
+  }
+  auto written = tools::GenerateClusterCertificates(c);
+  if (!written.ok()) {
+    std::fprintf(stderr, "retortctl: certs: %s\n", written.status().message().c_str());
+    return written.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (o.json) {
+    std::cout << json{{"files", *written}}.dump() << std::endl;
+  } else {
+    for (const auto& f : *written) std::printf("wrote %s\n", f.c_str());
+  }
+  return 0;
+}
+
 int PrintControl(const std::string& what, const grpc::Status& s, const v1::ControlResponse& r,
                  const Options& o) {
   if (!s.ok()) return Fail(what + " " + o.coordinator, s);
@@ -198,8 +253,27 @@ int main(int argc, char** argv) {
   args.AddString("reason", &o.reason, "stop: reason recorded in the event log");
   args.AddInt("count", &o.count, "watch: exit after this many events (0 = no limit)");
   args.AddInt("for-ms", &o.for_ms, "watch: exit after this long (0 = no limit)");
+  args.AddString("tls-ca", &o.security.tls_ca,
+                 "PEM CA that signed the coordinator's certificate: connect over TLS");
+  args.AddString("tls-cert", &o.security.tls_cert,
+                 "PEM client certificate (subject OU=operator) for mutual TLS");
+  args.AddString("tls-key", &o.security.tls_key, "PEM private key of --tls-cert");
+  args.AddString("token-file", &o.security.token_file,
+                 "file holding the operator role's bearer token, sent with every call");
+  args.AddString("hosts", &o.hosts,
+                 "certs: comma-separated names/IPs the coordinator certificate is valid for "
+                 "(besides localhost, 127.0.0.1, ::1)");
+  args.AddInt("days", &o.days, "certs: validity in days");
   args.AddPositional("command", &o.command, "one of the commands below", true);
-  args.AddPositional("arg", &o.argument, "the command's argument (drain: member id)", false);
+  args.AddPositional("arg", &o.argument,
+                     "the command's argument (drain: member id; report: run folder; trace: merge)",
+                     false);
+  args.AddPositional("path", &o.path, "trace merge: the traces folder", false);
+  args.AddString("steps", &o.steps, "trace: the window of steps A:B");
+  args.AddString("out", &o.out,
+                 "trace merge, report: the file to write; certs: the folder to write to");
+  args.AddBool("once", &o.once, "top: one refresh, then exit");
+  args.AddInt("interval-ms", &o.interval_ms, "top: time between refreshes");
   args.SetEpilog(kCommands);
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
@@ -211,17 +285,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "retortctl: --timeout-ms must be > 0\n");
     return 2;
   }
-  auto stub = v1::ControlService::NewStub(worker::MakeCoordinatorChannel(o.coordinator));
   const std::string& cmd = o.command;
-  if (cmd != "drain" && !o.argument.empty()) {
+  if (cmd == "report") return tools::RunReport(o.argument, o.out, o.json);
+  if (cmd == "trace" && o.argument == "merge")
+    return tools::MergeTraces(o.path, o.steps, o.out, o.json);
+  if (cmd != "drain" && (!o.argument.empty() || !o.path.empty())) {
     std::fprintf(stderr, "retortctl: %s takes no argument (got '%s')\n", cmd.c_str(),
                  o.argument.c_str());
     return 2;
   }
+  if (cmd == "certs") return MakeCerts(o);
+  if (Status valid = rpc::ValidateClientSecurity(o.security); !valid.ok()) {
+    std::fprintf(stderr, "retortctl: %s\n", valid.message().c_str());
+    return 2;
+  }
+  auto stub = v1::ControlService::NewStub(rpc::MakeCoordinatorChannel(o.coordinator, o.security));
+  const auto authorize = [&o](grpc::ClientContext* ctx) { Authorize(ctx, o); };
   if (cmd == "status") return ShowStatus(*stub, o);
   if (cmd == "watch") return Watch(*stub, o);
+  if (cmd == "top")
+    return tools::RunTop(*stub, o.coordinator,
+                         {o.once, o.json, o.interval_ms, o.count, o.timeout_ms, authorize});
+  if (cmd == "trace")
+    return tools::RequestTrace(*stub, o.coordinator, o.steps, o.timeout_ms, o.json, authorize);
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o.timeout_ms);
+  Authorize(&ctx, o);
   v1::ControlResponse r;
   if (cmd == "pause") return PrintControl(cmd, stub->Pause(&ctx, v1::PauseRequest(), &r), r, o);
   if (cmd == "resume") return PrintControl(cmd, stub->Resume(&ctx, v1::ResumeRequest(), &r), r, o);

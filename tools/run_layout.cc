@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "common/file_util.h"
-#include "coordinator/state_store.h"
+#include "coordinator/job_state_file.h"
 #include "tools/launcher_policy.h"
 
 namespace retort::tools {
@@ -22,7 +22,7 @@ RunLayout ResolveLayout(const std::string& output_flag, const std::string& state
 PreviousRun InspectPreviousRun(const RunLayout& layout, const v1::JobSpec& job) {
   PreviousRun p;
   p.results_dir = layout.output_dir;
-  coordinator::StateStore store(layout.state_dir);
+  coordinator::JobStateFile store(layout.state_dir);
   if (!PathExists(store.path())) return p;
   auto state = store.Load();
   if (!state.ok()) {
@@ -71,7 +71,8 @@ StatusOr<std::vector<std::string>> RemovePreviousRun(const RunLayout& layout) {
       if (e.path().filename().string().rfind("ckpt-", 0) == 0)
         RETORT_RETURN_IF_ERROR(remove(e.path()));
   }
-  for (const char* name : {"metrics.jsonl", "result.json", "student.safetensors"})
+  for (const char* name :
+       {"metrics.jsonl", "result.json", "student.safetensors", "steps", "traces", "report.html"})
     RETORT_RETURN_IF_ERROR(remove(std::filesystem::path(layout.output_dir) / name));
   return removed;
 }

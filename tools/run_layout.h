@@ -2,6 +2,8 @@
 // left there. By default one directory holds everything of a run:
 //   OUTPUT/job.json            the job spec handed to the coordinator (output_dir = OUTPUT)
 //   OUTPUT/metrics.jsonl       one line per completed step (rank 0)
+//   OUTPUT/steps/              every rank's step log (worker/step_log.h)
+//   OUTPUT/traces/             step traces on request (worker/trace_recorder.h)
 //   OUTPUT/result.json         the job's result (rank 0, at the end)
 //   OUTPUT/student.safetensors the trained student
 //   OUTPUT/state/              coordinator state; checkpoints in OUTPUT/state/checkpoints
@@ -50,8 +52,9 @@ struct PreviousRun {
 PreviousRun InspectPreviousRun(const RunLayout& layout, const v1::JobSpec& job);
 
 // For --fresh: removes what a run of this layout leaves behind (the state directory, the
-// checkpoint directories under an explicit checkpoint dir, and metrics.jsonl, result.json and
-// student.safetensors in the output directory). Returns the paths it removed.
+// checkpoint directories under an explicit checkpoint dir, and metrics.jsonl, result.json,
+// student.safetensors, steps/, traces/ and report.html in the output directory). Returns the
+// paths it removed.
 StatusOr<std::vector<std::string>> RemovePreviousRun(const RunLayout& layout);
 
 }  // namespace retort::tools

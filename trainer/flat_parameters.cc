@@ -24,7 +24,7 @@ StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(Model& model) {
       return InvalidArgumentError("parameter '" + name + "' of " + model.Describe() +
                                   " does not require grad (frozen parameters are not supported "
                                   "in the student)");
-    flat->slots_.push_back({name, total, p.numel()});
+    flat->slots_.push_back({name, total, p.numel(), p.dim()});
     total += p.numel();
   }
   auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);

@@ -29,6 +29,7 @@ struct ParamSlot {
   std::string name;
   int64_t offset = 0;  // first element in the flat buffers
   int64_t numel = 0;
+  int64_t dim = 1;  // the parameter's number of dimensions (weight decay rules use it)
 };
 
 class FlatParameters {

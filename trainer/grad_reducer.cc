@@ -6,9 +6,10 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "trainer/flat_parameters.h"
+#include "trainer/host_staging.h"
 
 namespace retort::trainer {
 
@@ -25,6 +26,9 @@ struct GradReducer::State {
   ShardPlan plan;
   ShardRange mine;
   torch::Tensor reduced;
+  // Host copies of the gradient buffer and of `reduced` when staging (else undefined).
+  torch::Tensor host_grads, host_reduced;
+  bool single_rank = false;
   std::vector<Bucket> buckets;
   std::vector<int> bucket_of_param;
   std::vector<int> fires;  // AccumulateGrad calls per parameter in this step
@@ -38,16 +42,25 @@ struct GradReducer::State {
   int next_to_launch = 0;
   int launched_in_backward = 0;
   bool in_backward = false;
-  std::mutex mu;  // hooks may run on an autograd device thread
+  Mutex mu;  // hooks may run on an autograd device thread
 
   void Launch(int b) {
+    if (single_rank) return;  // nothing to exchange: `reduced` is the gradient buffer
     Bucket& bucket = buckets[b];
-    const float* in = flat->grads().data_ptr<float>() + bucket.begin;
-    float* out = reduced.numel() > 0 ? reduced.data_ptr<float>() + bucket.out_offset : nullptr;
+    const torch::Tensor& grads = host_grads.defined() ? host_grads : flat->grads();
+    const torch::Tensor& out_buffer = host_reduced.defined() ? host_reduced : reduced;
+    if (host_grads.defined()) {
+      torch::NoGradGuard no_grad;
+      const int64_t n = bucket.end - bucket.begin;
+      host_grads.narrow(0, bucket.begin, n).copy_(flat->grads().narrow(0, bucket.begin, n));
+    }
+    const float* in = grads.data_ptr<float>() + bucket.begin;
+    float* out =
+        out_buffer.numel() > 0 ? out_buffer.data_ptr<float>() + bucket.out_offset : nullptr;
     handles.push_back(comm->ReduceScatterV(in, out, bucket.counts));
   }
   void OnParamReady(int p) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (!in_backward || fires[p] >= passes) return;
     if (++fires[p] < passes) return;
     --buckets[bucket_of_param[p]].pending;
@@ -80,8 +93,8 @@ GradReducer::GradReducer(std::shared_ptr<State> state) : state_(std::move(state)
 GradReducer::~GradReducer() = default;
 
 StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat, ShardComm* comm,
-                                                           ShardPlan plan,
-                                                           int64_t bucket_elements) {
+                                                           ShardPlan plan, int64_t bucket_elements,
+                                                           bool stage_through_host) {
   RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, flat->numel(), comm->world_size()));
   if (bucket_elements <= 0)
     return InvalidArgumentError("bucket_elements must be > 0, got " +
@@ -91,7 +104,16 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat,
   state->comm = comm;
   state->mine = plan.ranges[comm->rank()];
   state->plan = std::move(plan);
-  state->reduced = torch::zeros({state->mine.count}, flat->params().options());
+  state->single_rank = comm->world_size() == 1;
+  if (state->single_rank) {
+    state->reduced = flat->grads();
+  } else {
+    state->reduced = torch::zeros({state->mine.count}, flat->params().options());
+    if (NeedsHostStaging(flat->grads(), *comm, stage_through_host)) {
+      state->host_grads = HostStagingBuffer(flat->numel(), flat->grads());
+      state->host_reduced = HostStagingBuffer(state->mine.count, flat->grads());
+    }
+  }
   const auto& slots = flat->slots();
   const int n = static_cast<int>(slots.size());
   state->bucket_of_param.assign(n, -1);
@@ -120,7 +142,7 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(FlatParameters* flat,
 }
 
 void GradReducer::BeginBackward(int passes) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->passes = std::max(1, passes);
   state_->handles.clear();
   state_->next_to_launch = 0;
@@ -134,7 +156,7 @@ Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<CommHandle>> handles;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->in_backward = false;
     while (state_->next_to_launch < static_cast<int>(state_->buckets.size()))
       state_->Launch(state_->next_to_launch++);
@@ -145,6 +167,10 @@ Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
     status = handles[i]->Wait(deadline);
     if (!status.ok()) status = status.WithContext("gradient bucket " + std::to_string(i));
   }
+  if (status.ok() && state_->host_reduced.defined()) {
+    torch::NoGradGuard no_grad;
+    state_->reduced.copy_(state_->host_reduced);
+  }
   if (exposed_seconds)
     *exposed_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -154,5 +180,6 @@ Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
 const torch::Tensor& GradReducer::reduced() const { return state_->reduced; }
 int GradReducer::num_buckets() const { return static_cast<int>(state_->buckets.size()); }
 int GradReducer::launched_during_backward() const { return state_->launched_in_backward; }
+bool GradReducer::stages_through_host() const { return state_->host_grads.defined(); }
 
 }  // namespace retort::trainer

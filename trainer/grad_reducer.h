@@ -10,6 +10,12 @@
 // counts), where counts are the bucket's intersections with the plan's ranges. Finish() launches
 // whatever is left (parameters unused in this forward, or a rank with an empty slice) and waits.
 //
+// A single rank has nothing to exchange: buckets are still tracked (and counted as launched),
+// no collective runs, and reduced() is the flat gradient buffer itself.
+// Device gradients with a ShardComm that takes host memory only (or `stage_through_host`) go
+// through host buffers: each bucket is copied to the host when it is ready (the copy waits for
+// the gradient kernels of the current stream) and the reduced range is copied back in Finish().
+//
 // Threading: hooks run on the thread that executes backward (the caller's thread on CPU, the
 // autograd device thread on CUDA, while the caller is blocked in backward(); with concurrent
 // parts, several threads) and launch under the reducer's mutex, so ShardComm is never used
@@ -34,7 +40,8 @@ class GradReducer {
  public:
   // `flat` and `comm` must outlive the reducer. `plan` must be valid for flat->numel().
   static StatusOr<std::unique_ptr<GradReducer>> Create(FlatParameters* flat, ShardComm* comm,
-                                                       ShardPlan plan, int64_t bucket_elements);
+                                                       ShardPlan plan, int64_t bucket_elements,
+                                                       bool stage_through_host = false);
   ~GradReducer();
 
   // Arms the hooks for one step of `passes` backward passes (a rank may split its slice into
@@ -50,6 +57,8 @@ class GradReducer {
   int num_buckets() const;
   // Buckets launched from hooks during the last backward (before Finish); for tests/profiling.
   int launched_during_backward() const;
+  // True when collectives run on host copies of the gradients (see above).
+  bool stages_through_host() const;
 
   struct State;
 

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -12,9 +13,11 @@
 #include "trainer/data/batch.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/grad_reducer.h"
+#include "trainer/host_staging.h"
 #include "trainer/model_buffers.h"
 #include "trainer/models/model.h"
 #include "trainer/teacher_logit_cache.h"
+#include "trainer/weight_decay.h"
 
 namespace retort::trainer {
 namespace {
@@ -85,15 +88,32 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   if (options.local_parallelism < 1)
     return InvalidArgumentError("KdStep: local_parallelism must be >= 1, got " +
                                 std::to_string(options.local_parallelism));
+  if (options.device.is_cuda() && !torch::cuda::is_available())
+    return FailedPreconditionError("KdStep: device " + options.device.str() +
+                                   " was asked for but no CUDA device is visible");
   std::unique_ptr<KdStep> step(new KdStep());
   step->teacher_ = std::move(teacher);
   step->student_ = std::move(student);
   step->comm_ = comm;
   step->options_ = options;
-  if (step->teacher_) {
-    step->teacher_->SetTraining(false);
-    step->teacher_->Freeze();
-    for (auto& [name, p] : step->teacher_->NamedParameters()) p.requires_grad_(false);
+  try {
+    step->student_->To(options.device);
+    if (step->teacher_) {
+      step->teacher_->To(options.device);
+      step->teacher_->SetTraining(false);
+      step->teacher_->Freeze();
+      torch::NoGradGuard no_grad;
+      const bool bf16 = options.device.is_cuda() && options.teacher_bf16_on_cuda;
+      for (auto& [name, p] : step->teacher_->NamedParameters()) {
+        p.requires_grad_(false);
+        if (bf16) p.set_data(p.to(torch::kBFloat16));
+      }
+      for (auto& [name, b] : step->teacher_->NamedBuffers())
+        if (bf16 && b.is_floating_point()) b.set_data(b.to(torch::kBFloat16));
+    }
+  } catch (const c10::Error& e) {
+    return ResourceExhaustedError("KdStep: moving the models to " + options.device.str() +
+                                  " failed: " + e.what_without_backtrace());
   }
   step->student_->SetTraining(true);
   step->student_has_buffers_ = ModelBufferWords(*step->student_) > 0;
@@ -101,11 +121,23 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
   step->plan_ = plan;
   RETORT_ASSIGN_OR_RETURN(
-      step->reducer_, GradReducer::Create(step->flat_.get(), comm, plan, options.bucket_elements));
-  step->optimizer_ = std::make_unique<ShardedAdamW>(options.optimizer, step->flat_->params(),
-                                                    plan.ranges[comm->rank()]);
+      step->reducer_, GradReducer::Create(step->flat_.get(), comm, plan, options.bucket_elements,
+                                          step->StagesThroughHost()));
+  step->optimizer_ = step->MakeOptimizer(plan.ranges[comm->rank()]);
   step->scalars_ = torch::zeros({2}, step->flat_->params().options());
   return step;
+}
+
+bool KdStep::StagesThroughHost() const {
+  return NeedsHostStaging(flat_->params(), *comm_, options_.stage_collectives_through_host);
+}
+
+std::unique_ptr<ShardedAdamW> KdStep::MakeOptimizer(ShardRange range) const {
+  std::vector<ShardRange> decayed = options_.optimizer.decay_all_parameters
+                                        ? std::vector<ShardRange>{range}
+                                        : DecayedSpans(flat_->slots(), range);
+  return std::make_unique<ShardedAdamW>(options_.optimizer, flat_->params(), range,
+                                        std::move(decayed), options_.optimizer_kernel);
 }
 
 Status KdStep::ValidateBatch(const Batch& b) const {
@@ -130,8 +162,9 @@ torch::Tensor KdStep::TeacherForward(const torch::Tensor& images) {
   torch::Tensor logits;
   {
     torch::InferenceMode inference;
-    CudaBf16Autocast autocast(images.is_cuda() && options_.teacher_bf16_on_cuda);
-    logits = teacher_->Forward(images);
+    const bool bf16 = images.is_cuda() && options_.teacher_bf16_on_cuda;
+    CudaBf16Autocast autocast(bf16);
+    logits = teacher_->Forward(bf16 ? images.to(torch::kBFloat16) : images);
   }
   // Leave inference mode with a normal tensor so the loss may save it for backward.
   return logits.to(torch::kFloat).clone();
@@ -151,27 +184,33 @@ KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Ten
     out.teacher = SecondsSince(t0);
   }
   t0 = Clock::now();
-  auto student_logits = student_->Forward(part_images);
-  if (!out.teacher_logits.defined()) {
-    // Supervised training (no teacher): with alpha = 0 the KD loss is the cross-entropy; the
-    // student's own detached logits stand in for the unused teacher term.
-    out.teacher_logits = student_logits.detach();
+  torch::Tensor loss;
+  {
+    CudaBf16Autocast autocast(images.is_cuda() && options_.student_bf16_on_cuda);
+    auto student_logits = student_->Forward(part_images);
+    if (!out.teacher_logits.defined()) {
+      // Supervised training (no teacher): with alpha = 0 the KD loss is the cross-entropy; the
+      // student's own detached logits stand in for the unused teacher term.
+      out.teacher_logits = student_logits.detach().to(torch::kFloat);
+    }
+    TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
+                out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
+                " differ in shape");
+    KdLossParts parts = KdLoss(student_logits.to(torch::kFloat), out.teacher_logits,
+                               labels.narrow(0, begin, end - begin), options_.loss);
+    loss = parts.total * (slice_weight * static_cast<double>(end - begin) / n);
   }
-  TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
-              out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
-              " differ in shape");
-  KdLossParts parts = KdLoss(student_logits, out.teacher_logits,
-                             labels.narrow(0, begin, end - begin), options_.loss);
-  auto loss = parts.total * (slice_weight * static_cast<double>(end - begin) / n);
   out.student = SecondsSince(t0);
   t0 = Clock::now();
   loss.backward();
   out.backward = SecondsSince(t0);
-  out.loss = loss.item<double>();
+  out.loss = loss.detach();
   return out;
 }
 
 StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) {
+  if (!comm_)
+    return FailedPreconditionError("KdStep: no communicator (DetachComm without Reconfigure)");
   RETORT_RETURN_IF_ERROR(ValidateBatch(batch));
   const auto step_start = Clock::now();
   const Deadline deadline = Deadline::AfterMs(options_.comm_timeout_ms);
@@ -189,18 +228,18 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
                         : 1;
   flat_->ZeroGrads();
   reducer_->BeginBackward(parts);
-  double weighted_loss = 0;
+  torch::Tensor weighted_loss;  // scalar on the device; undefined for an empty slice
   if (n > 0) {
-    auto images = batch.images.to(device, /*non_blocking=*/true);
-    auto labels = batch.labels.to(device, /*non_blocking=*/true);
-    torch::Tensor cached;
-    if (options_.cache) {
-      if (auto hit = options_.cache->Lookup(batch, options_.loss.temperature))
-        cached = hit->to(device);
-    }
-    timing.teacher_cached = cached.defined();
     std::vector<PartResult> results(parts);
+    torch::Tensor cached;
     try {
+      auto images = batch.images.to(device, /*non_blocking=*/true);
+      auto labels = batch.labels.to(device, /*non_blocking=*/true);
+      if (options_.cache) {
+        if (auto hit = options_.cache->Lookup(batch, options_.loss.temperature))
+          cached = hit->to(device);
+      }
+      timing.teacher_cached = cached.defined();
       if (parts == 1) {
         results[0] = RunPart(images, labels, cached, 0, n, batch.weight);
       } else {
@@ -212,13 +251,19 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
                 RunPart(images, labels, cached, n * p / parts, n * (p + 1) / parts, batch.weight);
         });
       }
+    } catch (const c10::OutOfMemoryError& e) {
+      return ResourceExhaustedError("step " + std::to_string(batch.step) + ": out of memory on " +
+                                    device.str() + " with a slice of " + std::to_string(n) +
+                                    " samples (lower global_batch or use " +
+                                    "more workers): " + e.what_without_backtrace());
     } catch (const c10::Error& e) {
       return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
                                   e.what_without_backtrace());
     } catch (const std::exception& e) {
       return InternalError("step " + std::to_string(batch.step) + ": " + e.what());
     }
-    for (const PartResult& r : results) weighted_loss += r.loss;
+    for (const PartResult& r : results)
+      weighted_loss = weighted_loss.defined() ? weighted_loss + r.loss : r.loss;
     timing.teacher_forward = results[0].teacher;
     timing.student_forward = results[0].student;
     timing.backward = results[0].backward;
@@ -245,38 +290,62 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     torch::NoGradGuard no_grad;
     const torch::Tensor& grad = reducer_->reduced();
     scalars_[0] = grad.numel() > 0 ? grad.square().sum() : torch::zeros({}, grad.options());
-    scalars_[1] = weighted_loss;
+    if (weighted_loss.defined())
+      scalars_[1] = weighted_loss;
+    else
+      scalars_[1] = 0.0;
   }
   double local_opt = SecondsSince(t0);
   t0 = Clock::now();
-  RETORT_RETURN_IF_ERROR(comm_->AllReduce(scalars_.data_ptr<float>(), 2)
-                             ->Wait(deadline)
-                             .WithContext("gradient-norm all-reduce"));
+  RETORT_RETURN_IF_ERROR(AllReduceScalars(deadline));
   timing.comm_exposed += SecondsSince(t0);
-  auto sums = scalars_.to(torch::kCPU);
-  const double sq = sums[0].item<double>();
-  result.loss = sums[1].item<double>();
-  result.grad_norm = std::sqrt(sq);
 
+  // Clipping and skipping are decided where the scalars live (no host sync before the update):
+  // a non-finite norm makes the optimizer a no-op on every rank, and the parameters gathered
+  // below are then the unchanged ones.
+  t0 = Clock::now();
+  const UpdateScalars update =
+      ClipAndSkipScalars(scalars_.narrow(0, 0, 1), options_.optimizer.max_grad_norm);
+  const double lr = LearningRateAt(options_.optimizer, optimizer_->step() + 1);
+  optimizer_->Update(reducer_->reduced(), update);
+  local_opt += SecondsSince(t0);
+  t0 = Clock::now();
+  RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
+  timing.comm_exposed += SecondsSince(t0);
+
+  // The step's one host read: the global squared norm and loss.
+  t0 = Clock::now();
+  const auto sums = scalars_.to(torch::kCPU);
+  const float* host = sums.data_ptr<float>();
+  result.loss = host[1];
+  result.grad_norm = std::sqrt(static_cast<double>(host[0]));
   if (!std::isfinite(result.grad_norm)) {
+    optimizer_->ForgetSkippedUpdate();
     result.skipped = true;
     timing.skipped = true;
     ++skipped_steps_;
   } else {
-    t0 = Clock::now();
-    const double max_norm = options_.optimizer.max_grad_norm;
-    const double clip = max_norm > 0 ? std::min(1.0, max_norm / (result.grad_norm + 1e-6)) : 1.0;
-    result.lr = LearningRateAt(options_.optimizer, optimizer_->step() + 1);
-    optimizer_->Update(reducer_->reduced(), clip);
-    local_opt += SecondsSince(t0);
-    t0 = Clock::now();
-    RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
-    timing.comm_exposed += SecondsSince(t0);
+    result.lr = lr;
   }
+  local_opt += SecondsSince(t0);
   timing.optimizer = local_opt;
   result.step = optimizer_->step();
   timing.total = data_wait_seconds + SecondsSince(step_start);
   return result;
+}
+
+Status KdStep::AllReduceScalars(Deadline deadline) {
+  if (comm_->world_size() == 1) return Status::Ok();
+  if (!StagesThroughHost())
+    return comm_->AllReduce(scalars_.data_ptr<float>(), 2)
+        ->Wait(deadline)
+        .WithContext("gradient-norm all-reduce");
+  auto host = scalars_.to(torch::kCPU).contiguous();
+  RETORT_RETURN_IF_ERROR(comm_->AllReduce(host.data_ptr<float>(), 2)
+                             ->Wait(deadline)
+                             .WithContext("gradient-norm all-reduce"));
+  scalars_.copy_(host);
+  return Status::Ok();
 }
 
 Status KdStep::Reconfigure(ShardComm* comm, ShardPlan plan) {
@@ -284,23 +353,43 @@ Status KdStep::Reconfigure(ShardComm* comm, ShardPlan plan) {
   RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, flat_->numel(), comm->world_size()));
   // Destroying the old reducer first disarms its hooks.
   reducer_.reset();
-  RETORT_ASSIGN_OR_RETURN(reducer_,
-                          GradReducer::Create(flat_.get(), comm, plan, options_.bucket_elements));
-  optimizer_ = std::make_unique<ShardedAdamW>(options_.optimizer, flat_->params(),
-                                              plan.ranges[comm->rank()]);
   comm_ = comm;
+  RETORT_ASSIGN_OR_RETURN(
+      reducer_,
+      GradReducer::Create(flat_.get(), comm, plan, options_.bucket_elements, StagesThroughHost()));
+  optimizer_ = MakeOptimizer(plan.ranges[comm->rank()]);
   plan_ = std::move(plan);
   return Status::Ok();
 }
 
+void KdStep::DetachComm() {
+  reducer_.reset();  // first: disarms the hooks that hold the communicator
+  comm_ = nullptr;
+}
+
 Status KdStep::AllGatherParameters(Deadline deadline) {
+  if (!comm_)
+    return FailedPreconditionError("KdStep: no communicator (DetachComm without Reconfigure)");
+  if (comm_->world_size() == 1) return Status::Ok();
   std::vector<int64_t> counts;
   for (const ShardRange& r : plan_.ranges) counts.push_back(r.count);
-  float* base = flat_->params().data_ptr<float>();
   const ShardRange& mine = plan_.ranges[comm_->rank()];
-  return comm_->AllGatherV(base + mine.offset, base, std::move(counts))
-      ->Wait(deadline)
-      .WithContext("parameter all-gather");
+  if (!StagesThroughHost()) {
+    float* base = flat_->params().data_ptr<float>();
+    return comm_->AllGatherV(base + mine.offset, base, std::move(counts))
+        ->Wait(deadline)
+        .WithContext("parameter all-gather");
+  }
+  torch::NoGradGuard no_grad;
+  if (!host_params_.defined()) host_params_ = HostStagingBuffer(flat_->numel(), flat_->params());
+  host_params_.narrow(0, mine.offset, mine.count)
+      .copy_(flat_->params().narrow(0, mine.offset, mine.count));
+  float* base = host_params_.data_ptr<float>();
+  RETORT_RETURN_IF_ERROR(comm_->AllGatherV(base + mine.offset, base, std::move(counts))
+                             ->Wait(deadline)
+                             .WithContext("parameter all-gather"));
+  flat_->params().copy_(host_params_);
+  return Status::Ok();
 }
 
 }  // namespace retort::trainer

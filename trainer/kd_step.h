@@ -1,18 +1,25 @@
 // KdStep: one data-parallel knowledge-distillation training step on this rank.
 //
-//   teacher forward (frozen: InferenceMode, eval mode, bf16 autocast on CUDA) or the
-//   teacher-logit cache -> student forward -> KD loss x Batch::weight -> backward, which
-//   reduce-scatters gradient buckets as they become ready (GradReducer) -> global gradient norm
-//   and loss via one 2-float AllReduce -> skip on non-finite norm (every rank sees the same
-//   sum, so all ranks skip together) or clip + AdamW on this rank's range (ShardedAdamW) ->
-//   in-place AllGatherV of the parameters. A student with buffers (BatchNorm statistics) gets
-//   rank 0's buffers after backward (model_buffers.h: DDP's broadcast_buffers semantics), so
-//   all ranks hold the same buffers at every step boundary.
+//   teacher forward (frozen: InferenceMode, eval mode; on CUDA in bf16) or the teacher-logit
+//   cache -> student forward (bf16 autocast on CUDA, fp32 master weights in the flat buffer) ->
+//   KD loss x Batch::weight -> backward, which reduce-scatters gradient buckets as they become
+//   ready (GradReducer) -> global squared gradient norm and loss via one 2-float AllReduce ->
+//   clipping divisor and skip flag computed where the scalars live (a non-finite norm skips the
+//   update on every rank: all ranks see the same sum) -> AdamW on this rank's range
+//   (ShardedAdamW) -> in-place AllGatherV of the parameters -> one host read of the two
+//   scalars for the result. On CUDA nothing between the forward and that read waits for the
+//   device. A single rank runs no collective at all. A student with buffers (BatchNorm
+//   statistics) gets rank 0's buffers after backward (model_buffers.h: DDP's broadcast_buffers
+//   semantics), so all ranks hold the same buffers at every step boundary.
 //
+// Device: Create() moves teacher and student to KdStepOptions::device; the flat buffers, the
+// optimizer state and every step tensor live there. Batches may come from host memory.
 // Ownership: owns the teacher and student; borrows `comm` and the optional cache, which must
 // outlive it. Threading: one trainer thread calls Step(); see grad_reducer.h for the hooks.
 // On CUDA, ShardComm operations are issued after the producing kernels were enqueued on the
-// current stream; the adapter must order its work after that stream.
+// current stream; a ShardComm that takes device memory must order its work after that stream,
+// one that does not gets host copies (the copy waits for the stream).
+// Phase times on CUDA are host-side (enqueue) times except where a copy to the host waits.
 #pragma once
 
 #include <torch/types.h>
@@ -40,7 +47,14 @@ struct KdStepOptions {
   AdamWOptions optimizer;
   int64_t bucket_elements = 1 << 18;  // gradient bucket size (float32 elements)
   int64_t comm_timeout_ms = 120000;   // deadline of each step's collectives
-  bool teacher_bf16_on_cuda = true;   // bf16 autocast for the teacher forward on CUDA
+  // Where teacher, student, flat buffers and optimizer state live ("cpu", "cuda:0", ...).
+  torch::Device device = torch::kCPU;
+  bool teacher_bf16_on_cuda = true;  // CUDA: the frozen teacher's weights and forward in bf16
+  bool student_bf16_on_cuda = true;  // CUDA: bf16 autocast for the student forward and loss
+  AdamWKernel optimizer_kernel = AdamWKernel::kAuto;
+  // Run collectives on host copies even when the ShardComm takes device memory (tests of the
+  // staging path on the CPU). Staging is automatic for device buffers and a host-only comm.
+  bool stage_collectives_through_host = false;
   // CPU only: split the slice into this many parts that run teacher forward, student forward
   // and backward concurrently, one per intra-op thread (each part single-threaded inside:
   // inter-op instead of intra-op parallelism, which suits small GEMMs and elementwise ops).
@@ -83,7 +97,14 @@ class KdStep {
   // over the same flat buffer. The optimizer is rebuilt for the new range with empty state:
   // before calling, Export() the pieces other ranks need from optimizer(); after calling,
   // Import() the pieces covering the new range, then AllGatherParameters() on every rank.
+  // The models, the flat parameter buffer and the student's buffers are kept as they are.
   Status Reconfigure(ShardComm* comm, ShardPlan plan);
+
+  // Lets go of the communicator (disarming the gradient hooks) so that it can be destroyed
+  // before the next generation's one exists. Until Reconfigure() only the models, flat() and
+  // optimizer() may be used: Step() and AllGatherParameters() need a communicator.
+  void DetachComm();
+  bool attached() const { return comm_ != nullptr; }
 
   bool has_teacher() const { return teacher_ != nullptr; }
   // Precondition: has_teacher().
@@ -98,10 +119,15 @@ class KdStep {
  private:
   KdStep() = default;
   Status ValidateBatch(const Batch& batch) const;
+  // True when collectives run on host copies of device buffers.
+  bool StagesThroughHost() const;
+  std::unique_ptr<ShardedAdamW> MakeOptimizer(ShardRange range) const;
+  Status AllReduceScalars(Deadline deadline);
   torch::Tensor TeacherForward(const torch::Tensor& images);
   // Teacher forward, student forward, weighted loss and backward for rows [begin, end).
   struct PartResult {
-    double loss = 0, teacher = 0, student = 0, backward = 0;
+    double teacher = 0, student = 0, backward = 0;
+    torch::Tensor loss;  // detached scalar on the device
     torch::Tensor teacher_logits;
   };
   PartResult RunPart(const torch::Tensor& images, const torch::Tensor& labels,
@@ -115,7 +141,8 @@ class KdStep {
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<ShardedAdamW> optimizer_;
-  torch::Tensor scalars_;  // [2]: squared gradient norm, weighted loss (AllReduce buffer)
+  torch::Tensor scalars_;      // [2]: squared gradient norm, weighted loss (AllReduce buffer)
+  torch::Tensor host_params_;  // staging buffer of AllGatherParameters (see StagesThroughHost)
   int64_t skipped_steps_ = 0;
   int64_t calls_ = 0;
   bool student_has_buffers_ = false;

@@ -4,8 +4,11 @@
 //
 // Contract (all ranks):
 // - Every rank issues the same collectives in the same order with the same counts.
-// - Buffers are host float32 (the CPU trainer) or device float32 on the backend's stream; they
-//   must stay alive and untouched until the returned handle's Wait() has returned OK.
+// - Buffers are host float32, or device float32 for an implementation whose
+//   TakesDeviceMemory() is true (ordered after the work enqueued on the current CUDA stream);
+//   they must stay alive and untouched until the returned handle's Wait() has returned OK.
+//   The trainer stages device buffers through host memory for an implementation that takes
+//   host memory only.
 // - ReduceScatterV(in, out, counts): `in` holds sum(counts) elements laid out as segment 0,
 //   segment 1, ...; rank r receives the element-wise sum over ranks of segment r in `out`
 //   (counts[r] elements). counts[r] may be 0 (then `out` may be null). in and out never alias.
@@ -39,6 +42,8 @@ class ShardComm {
   virtual ~ShardComm() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // True when the buffers may be CUDA device memory. Default: host memory only.
+  virtual bool TakesDeviceMemory() const { return false; }
 
   virtual std::unique_ptr<CommHandle> ReduceScatterV(const float* in, float* out,
                                                      std::vector<int64_t> counts) = 0;

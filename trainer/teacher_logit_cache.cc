@@ -26,7 +26,7 @@ StatusOr<std::unique_ptr<TeacherLogitCache>> TeacherLogitCache::Create(int64_t n
 
 std::optional<torch::Tensor> TeacherLogitCache::Lookup(const Batch& batch, double temperature) {
   const int64_t n = static_cast<int64_t>(batch.sample_indices.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (temperature != temperature_ || n == 0 ||
       batch.augmentation_seeds.size() != batch.sample_indices.size() ||
       (batch.images.defined() && batch.images.size(0) != n)) {
@@ -80,7 +80,7 @@ Status TeacherLogitCache::Insert(const Batch& batch, const torch::Tensor& teache
   auto [values, classes] = log_p.topk(top_k_, -1, /*largest=*/true, /*sorted=*/true);
   values = values.contiguous();
   classes = classes.to(torch::kInt).contiguous();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (int64_t i = 0; i < n; ++i) {
     Key key{batch.sample_indices[i], batch.augmentation_seeds[i]};
     if (entries_.count(key)) continue;
@@ -99,19 +99,19 @@ Status TeacherLogitCache::Insert(const Batch& batch, const torch::Tensor& teache
 }
 
 int64_t TeacherLogitCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int64_t>(entries_.size());
 }
 int64_t TeacherLogitCache::hits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return hits_;
 }
 int64_t TeacherLogitCache::misses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return misses_;
 }
 int64_t TeacherLogitCache::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 

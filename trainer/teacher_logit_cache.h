@@ -17,11 +17,11 @@
 #include <torch/types.h>
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace retort::trainer {
@@ -70,9 +70,11 @@ class TeacherLogitCache {
   const int64_t num_classes_, top_k_;
   const double temperature_;
   const int64_t max_entries_;
-  mutable std::mutex mu_;
-  std::unordered_map<Key, Entry, KeyHash> entries_;  // GUARDED_BY(mu_)
-  int64_t hits_ = 0, misses_ = 0, dropped_ = 0;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<Key, Entry, KeyHash> entries_ RETORT_GUARDED_BY(mu_);
+  int64_t hits_ RETORT_GUARDED_BY(mu_) = 0;
+  int64_t misses_ RETORT_GUARDED_BY(mu_) = 0;
+  int64_t dropped_ RETORT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace retort::trainer

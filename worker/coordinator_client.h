@@ -5,20 +5,21 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "retort/v1/retort.grpc.pb.h"
+#include "rpc/client_channel.h"
 
 namespace retort::worker {
 
-// Creates a channel with keepalive so a dead coordinator is noticed in seconds.
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address);
-
+// Every call carries the bearer token of `security` (if any) and, when made for the member this
+// client last joined as, that member's secret (JoinResponse.member_secret).
 class CoordinatorClient {
  public:
-  CoordinatorClient(const std::string& address, int64_t rpc_timeout_ms);
+  CoordinatorClient(const std::string& address, int64_t rpc_timeout_ms,
+                    rpc::ClientSecurity security = {});
 
   StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& r);
   StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& r);
@@ -49,8 +50,17 @@ class CoordinatorClient {
 
  private:
   void SetDeadline(grpc::ClientContext* ctx) const;
+  // Token and, for `member_id` when it is the member last joined as, its secret.
+  void AddCredentials(const std::string& member_id, grpc::ClientContext* ctx) const
+      RETORT_EXCLUDES(mu_);
+  void RememberMember(const v1::JoinResponse& joined) RETORT_EXCLUDES(mu_);
 
   const std::string address_;
+  const rpc::ClientSecurity security_;
+  mutable Mutex mu_;
+  // From the last successful Join.
+  std::string member_id_ RETORT_GUARDED_BY(mu_);
+  std::string member_secret_ RETORT_GUARDED_BY(mu_);
   const int64_t rpc_timeout_ms_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;

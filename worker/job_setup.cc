@@ -5,6 +5,8 @@
 #include "trainer/data/image_folder_layout.h"
 #include "trainer/data/synthetic_dataset.h"
 #include "trainer/kd_loss.h"
+#include "trainer/model_flops.h"
+#include "trainer/models/vit.h"
 #include "trainer/safetensors.h"
 
 #include <torch/torch.h>
@@ -17,19 +19,26 @@ bool HasTeacher(const v1::JobSpec& job) {
   return !job.teacher().preset().empty() || !job.teacher().torchscript_path().empty();
 }
 
-std::string ModelSpecString(const v1::ModelSpec& m) {
-  if (!m.torchscript_path().empty()) return "torchscript:" + m.torchscript_path();
-  return "vit:" + m.preset();
+models::ModelSpec ToModelSpec(const v1::ModelSpec& m) {
+  return {.preset = m.preset(),
+          .torchscript_path = m.torchscript_path(),
+          .weights_path = m.weights_path(),
+          .allow_partial_weights = m.allow_partial_weights()};
+}
+
+double ModelFlopsPerSample(const v1::JobSpec& job) {
+  if (!job.student().torchscript_path().empty()) return 0;
+  auto student = trainer::VitPreset(job.student().preset());
+  if (!student.ok()) return 0;
+  if (!HasTeacher(job)) return trainer::KdTrainingFlopsPerSample(*student, nullptr);
+  if (!job.teacher().torchscript_path().empty()) return 0;
+  auto teacher = trainer::VitPreset(job.teacher().preset());
+  if (!teacher.ok()) return 0;
+  return trainer::KdTrainingFlopsPerSample(*student, &*teacher);
 }
 
 StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& spec, uint64_t seed) {
-  RETORT_ASSIGN_OR_RETURN(auto model, trainer::MakeModel(ModelSpecString(spec), seed));
-  if (!spec.weights_path().empty())
-    RETORT_RETURN_IF_ERROR(
-        trainer::LoadModelSafetensors(*model, spec.weights_path(),
-                                      {.allow_partial = spec.allow_partial_weights()})
-            .WithContext("loading weights " + spec.weights_path()));
-  return model;
+  return trainer::BuildModel(ToModelSpec(spec), seed);
 }
 
 StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,
@@ -100,6 +109,7 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   o.optimizer.total_steps = total_steps;
   o.optimizer.min_lr = opt.min_lr();
   o.optimizer.max_grad_norm = opt.clip_grad_norm();
+  o.optimizer.decay_all_parameters = opt.decay_all_parameters();
   o.teacher_bf16_on_cuda = job.precision() == "bfloat16";
   return o;
 }

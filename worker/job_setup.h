@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "models/model_spec.h"
 #include "retort/v1/retort.pb.h"
 #include "trainer/data/batch.h"
 #include "trainer/data/dataset.h"
@@ -19,9 +20,13 @@ namespace retort::worker {
 // True when the job distils from a teacher; false for plain supervised training of the student
 // (no teacher in the spec), which is how a teacher itself is trained.
 bool HasTeacher(const v1::JobSpec& job);
-// "vit:<preset>" or "torchscript:<path>".
-std::string ModelSpecString(const v1::ModelSpec& model);
-// Builds the model and loads weights_path when set. Built-ins are initialised from `seed`.
+// The job spec's model as the trainer's plain struct (field for field).
+models::ModelSpec ToModelSpec(const v1::ModelSpec& model);
+// Model FLOPs of one training sample of the job (trainer/model_flops.h): the student's forward
+// and backward plus the teacher's forward; 0 when a model is not a built-in ViT preset.
+double ModelFlopsPerSample(const v1::JobSpec& job);
+// trainer::BuildModel of ToModelSpec(model): builds the model and loads weights_path when set.
+// Built-ins are initialised from `seed`.
 StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& model, uint64_t seed);
 // Opens the train (augmented as the spec says) or test split of the job's dataset.
 StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,

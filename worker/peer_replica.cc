@@ -1,5 +1,7 @@
 #include "worker/peer_replica.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 namespace retort::worker {
@@ -24,9 +26,13 @@ collectives::MutableBuffer Floats(torch::Tensor& t) {
 Status PeerReplica::Capture(collectives::Communicator& comm, const trainer::ShardPlan& plan,
                             const torch::Tensor& flat_params, const torch::Tensor& exp_avg,
                             const torch::Tensor& exp_avg_sq, const torch::Tensor& buffers,
-                            const StateMeta& meta, int64_t timeout_ms) {
+                            const StateMeta& meta, int replica_distance, int64_t timeout_ms) {
   const int rank = comm.rank(), world = comm.size();
-  const bool same_generation = comm.generation() == generation_ && newest_ >= 0;
+  if (replica_distance < 1 || (world > 1 && replica_distance >= world))
+    return InvalidArgumentError("replica distance " + std::to_string(replica_distance) +
+                                " is not in [1, " + std::to_string(std::max(1, world - 1)) + "]");
+  const bool same_generation =
+      comm.generation() == generation_ && newest_ >= 0 && replica_distance == replica_distance_;
   // Write into the older slot of this generation, or a scratch snapshot for a new one.
   Snapshot scratch;
   Snapshot& s = same_generation ? slots_[1 - newest_] : scratch;
@@ -40,7 +46,8 @@ Status PeerReplica::Capture(collectives::Communicator& comm, const trainer::Shar
   else
     s.buffers = torch::Tensor();
   if (world > 1) {
-    const int successor = (rank + 1) % world, predecessor = (rank + world - 1) % world;
+    const int successor = (rank + replica_distance) % world;
+    const int predecessor = (rank + world - replica_distance) % world;
     s.predecessor = plan.ranges[predecessor];
     CopyInto(&s.predecessor_params,
              flat_params.slice(0, s.predecessor.offset, s.predecessor.end()));
@@ -71,6 +78,7 @@ Status PeerReplica::Capture(collectives::Communicator& comm, const trainer::Shar
     generation_ = comm.generation();
     rank_ = rank;
     world_ = world;
+    replica_distance_ = replica_distance;
   }
   return Status::Ok();
 }
@@ -79,6 +87,7 @@ void PeerReplica::Describe(StateDescriptor* d) const {
   d->old_generation = static_cast<int64_t>(generation_);
   d->old_rank = rank_;
   d->old_world = world_;
+  d->old_replica_distance = replica_distance_;
   for (int i = 0; i < 2; ++i) d->snapshot[i] = slots_[i].meta;
 }
 
@@ -99,6 +108,7 @@ void PeerReplica::Clear() {
   generation_ = 0;
   rank_ = -1;
   world_ = 0;
+  replica_distance_ = 1;
 }
 
 }  // namespace retort::worker

@@ -31,14 +31,17 @@ const StateMeta* SnapshotAt(const StateDescriptor& d, int64_t step) {
 bool PlanReplicas(const std::vector<StateDescriptor>& ranks, int64_t generation,
                   RecoveryPlan* plan) {
   std::vector<int> candidates;
-  int64_t old_world = 0;
+  int64_t old_world = 0, distance = 0;
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
     if (ranks[r].old_generation != generation || !HasState(ranks[r])) continue;
-    if (old_world != 0 && ranks[r].old_world != old_world) return false;  // inconsistent
+    if (old_world != 0 &&
+        (ranks[r].old_world != old_world || ranks[r].old_replica_distance != distance))
+      return false;  // inconsistent
     old_world = ranks[r].old_world;
+    distance = ranks[r].old_replica_distance;
     candidates.push_back(r);
   }
-  if (candidates.empty() || old_world <= 0) return false;
+  if (candidates.empty() || old_world <= 0 || distance < 1) return false;
   std::set<int64_t, std::greater<>> steps;
   for (int r : candidates)
     for (const auto& s : ranks[r].snapshot)
@@ -48,19 +51,19 @@ bool PlanReplicas(const std::vector<StateDescriptor>& ranks, int64_t generation,
     const StateMeta* meta = nullptr;
     bool covered = true;
     for (int64_t range = 0; range < old_world && covered; ++range) {
-      int owner = -1, successor = -1;
+      int owner = -1, holder = -1;
       for (int r : candidates) {
         if (!SnapshotAt(ranks[r], step)) continue;
         if (ranks[r].old_rank == range && owner < 0) owner = r;
-        if (old_world > 1 && ranks[r].old_rank == (range + 1) % old_world && successor < 0)
-          successor = r;
+        if (old_world > 1 && ranks[r].old_rank == (range + distance) % old_world && holder < 0)
+          holder = r;
       }
       if (owner >= 0) {
         own[owner] = true;
         meta = SnapshotAt(ranks[owner], step);
-      } else if (successor >= 0) {
-        pred[successor] = true;
-        meta = SnapshotAt(ranks[successor], step);
+      } else if (holder >= 0) {
+        pred[holder] = true;
+        meta = SnapshotAt(ranks[holder], step);
       } else {
         covered = false;
       }
@@ -110,6 +113,7 @@ void StateDescriptor::Pack(int64_t* out) const {
   out[6] = old_world;
   PackMeta(snapshot[0], out + 7);
   PackMeta(snapshot[1], out + 11);
+  out[15] = old_replica_distance;
 }
 
 StateDescriptor StateDescriptor::Unpack(const int64_t* in) {
@@ -120,6 +124,7 @@ StateDescriptor StateDescriptor::Unpack(const int64_t* in) {
   d.old_world = in[6];
   d.snapshot[0] = UnpackMeta(in + 7);
   d.snapshot[1] = UnpackMeta(in + 11);
+  d.old_replica_distance = in[15];
   return d;
 }
 
@@ -155,6 +160,22 @@ RecoveryPlan PlanRecovery(const std::vector<StateDescriptor>& ranks) {
   plan.kind = RecoveryPlan::kCheckpoint;
   plan.reason = "the surviving in-memory replicas do not cover every optimizer range";
   return plan;
+}
+
+int ReplicaDistance(const std::vector<int>& node_of_rank) {
+  const int world = static_cast<int>(node_of_rank.size());
+  int best = 1, best_same_node = world + 1;
+  for (int distance = 1; distance < world; ++distance) {
+    int same_node = 0;
+    for (int r = 0; r < world; ++r)
+      same_node += node_of_rank[r] == node_of_rank[(r + distance) % world];
+    if (same_node < best_same_node) {
+      best = distance;
+      best_same_node = same_node;
+    }
+    if (same_node == 0) break;
+  }
+  return best;
 }
 
 const char* RecoveryKindName(RecoveryPlan::Kind kind) {

@@ -4,11 +4,12 @@
 //  - kFullState: some rank saved the complete state at an agreed switch (graceful membership
 //    change: drain, SIGTERM, scale, a join); it broadcasts it.
 //  - kReplicas: a peer failed. Every rank of the previous generation kept step-boundary
-//    snapshots of its own optimizer range and of its ring predecessor's (PeerReplica). The plan
-//    picks the newest step at which every range of the previous generation is held by a
-//    survivor, and which survivor contributes which range.
-//  - kCheckpoint: the replicas cannot cover every range (two adjacent ranks lost, or every
-//    worker restarted): load the last committed disk checkpoint.
+//    snapshots of its own optimizer range and of the range of the rank `replica_distance`
+//    places before it in the ring, its "predecessor" (PeerReplica; ReplicaDistance puts that
+//    rank on another node). The plan picks the newest step at which every range of the previous
+//    generation is held by a survivor, and which survivor contributes which range.
+//  - kCheckpoint: the replicas cannot cover every range (a rank and the holder of its replica
+//    lost together, or every worker restarted): load the last committed disk checkpoint.
 //  - kFresh: nobody holds state: start the job from its initial weights.
 // Each generation's complete copy (full state, else replicas covering every range) is a state
 // on the job's trajectory; the one at the highest step wins, the newest generation on a tie.
@@ -41,8 +42,11 @@ struct StateDescriptor {
   int64_t old_world = 0;
   // The two newest complete replica snapshots (either may be absent: global_step -1).
   StateMeta snapshot[2];
+  // In the old generation, this rank held the replica of old rank
+  // (old_rank - old_replica_distance) mod old_world.
+  int64_t old_replica_distance = 1;
 
-  static constexpr int kFields = 15;
+  static constexpr int kFields = 16;
   void Pack(int64_t* out) const;
   static StateDescriptor Unpack(const int64_t* in);
 };
@@ -62,6 +66,14 @@ struct RecoveryPlan {
 };
 
 RecoveryPlan PlanRecovery(const std::vector<StateDescriptor>& ranks);
+
+// How far along the ring (rank r's replica is held by rank (r + distance) mod world) the
+// replicas of a generation go, given each rank's node (ranks node-major, as the coordinator
+// numbers them). The smallest distance that puts every replica on another node than its range,
+// so losing a whole node loses no range; when no distance does (one node, or a node holding
+// more than half the ranks), the one leaving the fewest replicas on their own node. 1 when
+// every rank is on its own node or the world has one rank.
+int ReplicaDistance(const std::vector<int>& node_of_rank);
 
 const char* RecoveryKindName(RecoveryPlan::Kind kind);
 

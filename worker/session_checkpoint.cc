@@ -6,11 +6,12 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "checkpoint/blob_file.h"
 #include "checkpoint/shard_file.h"
+#include "checkpoint/shard_reader.h"
 #include "common/logging.h"
+#include "common/retry.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/model_buffers.h"
 #include "trainer/models/model.h"
@@ -32,25 +33,16 @@ constexpr int kMaxCheckpointCandidates = 16;
 // Retries a coordinator RPC that may hit a restarting coordinator, until `deadline`.
 template <typename F>
 auto WithRetries(Deadline deadline, F&& call) -> decltype(call()) {
-  auto result = call();
-  while (!result.ok() && result.status().code() == StatusCode::kUnavailable &&
-         !deadline.Expired()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    result = call();
-  }
-  return result;
+  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  return RetryUntil(deadline, backoff, IsRetryable, std::forward<F>(call));
 }
 
 }  // namespace
 
 void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
-  uint64_t id;
-  int64_t step;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    id = pending_checkpoint_id_;
-    step = pending_checkpoint_step_;
-  }
+  const PendingCheckpoint pending = mailbox_.pending_checkpoint();
+  uint64_t id = pending.id;
+  const int64_t step = pending.step;
   // Due: the checkpoint the coordinator named (heard of by heartbeat), or a multiple of
   // checkpoint.every_steps, which every member begins on its own so that no multiple depends on
   // hearing of it in time.
@@ -114,7 +106,13 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
   torch::Tensor buffers;  // rank 0 only, for students with buffers (model_buffers.h)
   if (comm_->rank() == 0 && trainer::ModelBufferWords(kd_step_->student()) > 0)
     buffers = trainer::PackModelBuffers(kd_step_->student());
-  bool queued = shard_writer_.Submit([shard, dir, ack, id, at, client, buffers]() mutable {
+  // Test fault injection (pause_points.h): on the writer's thread, the shard on disk, no ack yet.
+  auto pause = [pauses = options_.pause_points, what = "checkpoint " + std::to_string(id) +
+                                                       " at step " + std::to_string(at) +
+                                                       ", rank " + std::to_string(comm_->rank())] {
+    if (pauses) pauses->Reach(kPauseCheckpointWrite, what);
+  };
+  bool queued = shard_writer_.Submit([shard, dir, ack, id, at, client, buffers, pause]() mutable {
     const auto t0 = std::chrono::steady_clock::now();
     checkpoint::ShardView view;
     view.header = shard->header;
@@ -143,6 +141,7 @@ void TrainingSession::WriteCheckpointIfDue(const Assignment& a) {
       LOG_WARN("trainer") << "checkpoint " << id << " failed on this worker: " << ack.error();
     }
     shard.reset();  // free the snapshot before the ack round trip
+    pause();
     auto acked = client->AckCheckpoint(ack);
     if (!acked.ok())
       LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();

@@ -67,11 +67,14 @@ Status TrainingSession::RestoreState(const Assignment& a) {
 Status TrainingSession::RestoreFresh(const std::string& why) {
   if (!why.empty())
     LOG_ERROR("trainer") << why << ": the job restarts from step 0 with its initial weights";
-  // The models were just rebuilt from the job spec, so every rank holds the initial weights.
+  // Every rank puts back the weights and buffers the job started from (kept since the step was
+  // created; the optimizer of a reconfigured step starts empty).
   global_step_ = 0;
   position_ = {0, 0};
   replica_.Clear();
-  return Status::Ok();
+  kd_step_->flat().params().copy_(initial_params_);
+  return trainer::UnpackModelBuffers(initial_buffers_.data_ptr<float>(), initial_buffers_.numel(),
+                                     kd_step_->student());
 }
 
 Status TrainingSession::RestoreFromFullState(const RecoveryPlan& plan) {
@@ -151,7 +154,7 @@ Status TrainingSession::CaptureReplica() {
   return replica_.Capture(*comm_, kd_step_->plan(), kd_step_->flat().params(),
                           kd_step_->optimizer().exp_avg(), kd_step_->optimizer().exp_avg_sq(),
                           trainer::PackModelBuffers(kd_step_->student()), CurrentMeta(),
-                          options_.comm_timeout_ms);
+                          replica_distance_, options_.comm_timeout_ms);
 }
 
 Status TrainingSession::ShareStudentBuffers(int source, const torch::Tensor& blob_at_source) {

@@ -7,51 +7,51 @@ ShardWriter::ShardWriter(size_t max_queued)
 
 ShardWriter::~ShardWriter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();  // Loop() runs every queued task before it returns
 }
 
 bool ShardWriter::Submit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || queue_.size() + (running_task_ ? 1 : 0) >= max_queued_) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
 bool ShardWriter::Drain(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto idle = [this] { return queue_.empty() && !running_task_; };
+  MutexLock lock(mu_);
+  auto idle = [this]() RETORT_REQUIRES(mu_) { return queue_.empty() && !running_task_; };
   if (deadline.IsNever()) {
-    cv_.wait(lock, idle);
+    cv_.Wait(mu_, idle);
     return true;
   }
-  return cv_.wait_until(lock, deadline.when(), idle);
+  return cv_.WaitUntil(mu_, deadline.when(), idle);
 }
 
 size_t ShardWriter::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size() + (running_task_ ? 1 : 0);
 }
 
 void ShardWriter::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.Wait(mu_, [this]() RETORT_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
     running_task_ = true;
-    lock.unlock();
+    lock.Unlock();
     task();
-    lock.lock();
+    lock.Lock();
     running_task_ = false;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

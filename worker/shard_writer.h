@@ -9,14 +9,13 @@
 // writer's thread and must not touch state the training thread owns. The destructor drains.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "common/deadline.h"
+#include "common/mutex.h"
 
 namespace retort::worker {
 
@@ -28,21 +27,21 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Queues `task`; false (task dropped) when max_queued tasks are already waiting or running.
-  bool Submit(std::function<void()> task);
+  bool Submit(std::function<void()> task) RETORT_EXCLUDES(mu_);
   // Waits until every submitted task has finished, or `deadline`; returns whether they have.
-  bool Drain(Deadline deadline);
+  bool Drain(Deadline deadline) RETORT_EXCLUDES(mu_);
   // Tasks waiting or running.
-  size_t pending() const;
+  size_t pending() const RETORT_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() RETORT_EXCLUDES(mu_);
 
   const size_t max_queued_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool running_task_ = false;                // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ RETORT_GUARDED_BY(mu_);
+  bool running_task_ RETORT_GUARDED_BY(mu_) = false;
+  bool stopping_ RETORT_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -13,12 +13,16 @@
 #include "common/logging.h"
 #include "trainer/cpu_runtime.h"
 #include "trainer/data/batch.h"
+#include "trainer/device.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/kd_loss.h"
+#include "trainer/model_buffers.h"
+#include "trainer/model_flops.h"
 #include "trainer/models/model.h"
 #include "trainer/safetensors.h"
 #include "trainer/sharded_adamw.h"
-#include "worker/coordinator_store.h"
+#include "worker/coordinator_bootstrap_store.h"
+#include "worker/job_result.h"
 #include "worker/job_setup.h"
 
 namespace retort::worker {
@@ -48,12 +52,14 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
   return layout;
 }
 
-// Identifies a member's process across coordinator restarts, which give it a new member id:
-// a process that re-joined keeps (node, local_rank, incarnation); a restarted one does not.
-std::string MemberProcessKey(const v1::Member& m) {
-  if (m.identity().incarnation().empty()) return m.member_id();  // coordinator hides it
-  return m.identity().node() + "/" + std::to_string(m.identity().local_rank()) + "/" +
-         m.identity().incarnation();
+// Each rank's index in g.nodes (ranks node-major; a rank no group names counts as its own node).
+std::vector<int> NodeOfRank(const v1::Generation& g) {
+  std::vector<int> node_of_rank(g.members_size());
+  for (int r = 0; r < g.members_size(); ++r) node_of_rank[r] = g.nodes_size() + r;
+  for (int n = 0; n < g.nodes_size(); ++n)
+    for (int r : g.nodes(n).ranks())
+      if (r >= 0 && r < g.members_size()) node_of_rank[r] = n;
+  return node_of_rank;
 }
 
 }  // namespace
@@ -62,64 +68,31 @@ TrainingSession::TrainingSession(TrainingOptions options, CoordinatorClient* cli
     : options_(std::move(options)), client_(client) {}
 
 TrainingSession::~TrainingSession() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    leaving_ = true;
-  }
-  cv_.notify_all();
+  mailbox_.Leave();
   if (thread_.joinable()) thread_.join();
 }
 
-Status TrainingSession::result() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return result_;
-}
+Status TrainingSession::result() const { return mailbox_.result(); }
 
 StatusOr<int64_t> TrainingSession::OnJoined(const v1::JoinResponse& response) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (started_) return parameter_count_;  // a re-join after a coordinator restart
-  }
+  if (mailbox_.started()) return parameter_count_;  // a re-join after a coordinator restart
   RETORT_RETURN_IF_ERROR(Setup(response.job()));
-  std::lock_guard<std::mutex> lock(mu_);
-  started_ = true;
+  mailbox_.MarkStarted();
   thread_ = std::thread([this] { TrainingThread(); });
   return parameter_count_;
 }
 
 void TrainingSession::OnGeneration(const v1::Generation& generation, const std::string& member_id,
                                    int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  latest_ = Assignment{generation, member_id, rank};
-  cv_.notify_all();
-  if (!running_comm_ || generation.number() <= running_comm_->generation()) return;
-  for (const auto& id : running_members_) {
-    bool still_member = false;
-    for (const auto& m : generation.members()) still_member |= MemberProcessKey(m) == id;
-    if (!still_member) {
-      // A member left without an agreed switch (evicted: dead or silent). Collectives with it
-      // would only end at their deadline; abort them now. Harmless after an agreed switch,
-      // when the communicator is no longer in use.
-      running_comm_->Abort("generation " + std::to_string(generation.number()) + " no longer has " +
-                           id);
-      return;
-    }
-  }
+  mailbox_.PostGeneration(generation, member_id, rank);
 }
 
 void TrainingSession::OnDirectives(const v1::Directives& directives) {
-  std::lock_guard<std::mutex> lock(mu_);
-  paused_ = directives.paused();
-  pending_checkpoint_id_ = directives.checkpoint_id();
-  pending_checkpoint_step_ = directives.checkpoint_step();
+  mailbox_.PostDirectives(directives);
 }
 
-void TrainingSession::OnLeaving(const std::string& reason, Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  leaving_ = true;
-  cv_.notify_all();
-  if (!started_) return;
-  cv_.wait_until(lock, deadline.when(), [this] { return training_done_; });
+void TrainingSession::OnLeaving(const std::string& /*reason*/, Deadline deadline) {
+  mailbox_.LeaveAndWaitForTraining(deadline);
 }
 
 Status TrainingSession::Setup(const v1::JobSpec& job) {
@@ -131,6 +104,10 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   }
   RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job.student(), job.seed() + 1));
   parameter_count_ = trainer::FlatParameterCount(*student_);
+  model_flops_per_sample_ = ModelFlopsPerSample(job);
+  if (options_.device.rfind("cuda:", 0) == 0)
+    device_peak_flops_ = trainer::PeakBf16FlopsForDevice(
+        trainer::CudaDeviceName(std::stoi(options_.device.substr(5))));
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
   if (teacher_) RETORT_RETURN_IF_ERROR(CheckTeacherBeatsChance(job, *teacher_, *test_set_));
@@ -140,55 +117,37 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
   RETORT_RETURN_IF_ERROR(MakeDirectories(output_dir_));
+  step_log_ = std::make_unique<StepLog>(output_dir_, options_.node, options_.local_rank);
+  tracer_ =
+      std::make_unique<TraceRecorder>(output_dir_ + "/traces", options_.node, options_.local_rank);
+  if (options_.trace_last_step > 0)
+    tracer_->SetWindow(options_.trace_first_step, options_.trace_last_step);
   LOG_INFO("trainer") << "job '" << job.name() << "': "
                       << (teacher_ ? teacher_->Describe() + " -> " : std::string("supervised "))
                       << student_->Describe() << " (" << parameter_count_ << " parameters), "
                       << train_set_->size() << " training samples, " << total_steps_ << " steps of "
-                      << job.global_batch() << ", " << threads << " thread(s)";
+                      << job.global_batch() << ", " << threads << " thread(s) on "
+                      << options_.device;
   return Status::Ok();
 }
 
 void TrainingSession::TrainingThread() {
   Status s = Train();
+  if (tracer_) tracer_->Flush();  // a window the job ended inside
   if (!s.ok()) LOG_ERROR("trainer") << "training stopped: " << s;
   if (!shard_writer_.Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
     LOG_WARN("trainer") << "a checkpoint shard is still being written after "
                         << options_.comm_timeout_ms << " ms; leaving without its ack";
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    result_ = s;
-    training_done_ = true;
-  }
-  cv_.notify_all();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_comm_ = nullptr;
-  }
+  mailbox_.FinishTraining(s);
+  mailbox_.ClearRunning();
   kd_step_.reset();
   shard_comm_.reset();
   comm_.reset();
-  if (agent_)
-    agent_->RequestStop(s.ok() ? (done_ ? "completed" : "left")
-                               : "training failed: " + s.message());
-}
-
-std::optional<TrainingSession::Assignment> TrainingSession::WaitForAssignment(
-    uint64_t after, std::optional<Deadline> deadline, bool* timed_out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    if (leaving_) return std::nullopt;
-    if (latest_ && latest_->generation.number() > after && latest_->rank >= 0 &&
-        latest_->generation.state() == v1::JOB_STATE_RUNNING &&
-        latest_->generation.plan().total_elements() == parameter_count_)
-      return latest_;
-    // Times out only when no newer generation formed at all (one that is waiting for more
-    // workers, or excludes this worker, is progress).
-    if (deadline && deadline->Expired() && !(latest_ && latest_->generation.number() > after)) {
-      *timed_out = true;
-      return std::nullopt;
-    }
-    cv_.wait_for(lock, std::chrono::milliseconds(200));
-  }
+  if (!agent_) return;
+  if (s.ok() && done_)
+    agent_->CompleteJob();
+  else
+    agent_->RequestStop(s.ok() ? "left" : "training failed: " + s.message());
 }
 
 Status TrainingSession::Train() {
@@ -200,7 +159,8 @@ Status TrainingSession::Train() {
   int64_t stuck_ms = kStuckGenerationMs;
   while (!done_) {
     bool timed_out = false;
-    auto a = WaitForAssignment(active_generation_, stuck_deadline, &timed_out);
+    auto a = mailbox_.WaitForAssignment(active_generation_, parameter_count_, stuck_deadline,
+                                        &timed_out);
     if (timed_out) {
       LOG_WARN("trainer") << "no new generation " << stuck_ms << " ms after generation "
                           << active_generation_ << " failed; leaving and re-joining to force one";
@@ -232,15 +192,13 @@ Status TrainingSession::Train() {
       stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (leaving_ && !done_) return Status::Ok();
+    if (mailbox_.leaving() && !done_) return Status::Ok();
   }
   return Status::Ok();
 }
 
 bool TrainingSession::Superseded(uint64_t generation) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return leaving_ || (latest_ && latest_->generation.number() > generation);
+  return mailbox_.Superseded(generation);
 }
 
 bool TrainingSession::FailJobIfRecurring(const Assignment& a, const Status& error) {
@@ -255,14 +213,10 @@ bool TrainingSession::FailJobIfRecurring(const Assignment& a, const Status& erro
 }
 
 void TrainingSession::RejoinToRecover() {
-  std::string member_id;
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!latest_) return;
-    member_id = latest_->member_id;
-    generation = latest_->generation.number();
-  }
+  const std::optional<Assignment> latest = mailbox_.latest();
+  if (!latest) return;
+  const std::string member_id = latest->member_id;
+  const uint64_t generation = latest->generation.number();
   // Leaving changes membership, so the coordinator forms a new generation; the agent's next
   // heartbeat finds this member gone and joins again under a new id (with its state intact).
   v1::LeaveRequest leave;
@@ -273,22 +227,34 @@ void TrainingSession::RejoinToRecover() {
   if (!s.ok()) LOG_WARN("trainer") << "leave to re-join failed: " << s;
 }
 
+Status TrainingSession::AttachStep(trainer::ShardPlan plan) {
+  if (kd_step_) return kd_step_->Reconfigure(shard_comm_.get(), std::move(plan));
+  // The first generation: the models built in Setup() move into the step for good.
+  trainer::KdStepOptions step_options = MakeKdStepOptions(job_, total_steps_);
+  step_options.device = torch::Device(options_.device);
+  RETORT_ASSIGN_OR_RETURN(
+      kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_), shard_comm_.get(),
+                                        std::move(plan), step_options));
+  initial_params_ = kd_step_->flat().params().clone();
+  initial_buffers_ = trainer::PackModelBuffers(kd_step_->student());
+  return Status::Ok();
+}
+
 Status TrainingSession::StartGeneration(const Assignment& a) {
   const v1::Generation& g = a.generation;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_comm_ = nullptr;
-    running_members_.clear();
-  }
-  kd_step_.reset();
+  // Members of the last generation this process started (0: none).
+  const size_t previous_world = mailbox_.ClearRunning();
+  // The step (models, flat buffer) survives the switch; only its communicator is replaced.
+  if (kd_step_) kd_step_->DetachComm();
   shard_comm_.reset();
   comm_.reset();
 
-  CoordinatorStore store(client_, a.member_id, g.number());
+  CoordinatorBootstrapStore store(client_, a.member_id, g.number());
   collectives::ucx::UcxCommunicatorOptions uo;
   uo.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   uo.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   uo.cancelled = [this, number = g.number()] { return Superseded(number); };
+  uo.ucx.net_devices = options_.data_plane_devices;
   auto t0 = Clock::now();
   if (auto layout = HierarchicalLayout(g)) {
     RETORT_ASSIGN_OR_RETURN(comm_, collectives::ucx::CreateHierarchicalUcxCommunicator(
@@ -298,32 +264,45 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
                                           &store, a.rank, g.members_size(), g.number(), uo));
     comm_ = std::move(ucx);
   }
-  shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_comm_ = comm_.get();
-    for (const auto& m : g.members()) running_members_.push_back(MemberProcessKey(m));
-  }
+  shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get(), tracer_.get());
+  std::vector<std::string> processes;
+  for (const auto& m : g.members()) processes.push_back(MemberProcessKey(m));
+  mailbox_.SetRunning(g.number(), std::move(processes),
+                      [comm = comm_.get()](const std::string& why) { comm->Abort(why); });
+
+  // A switch after members left or died: the old generation stopped, the new communicator is
+  // up and no state has moved yet.
+  if (options_.pause_points && static_cast<size_t>(g.members_size()) < previous_world &&
+      options_.pause_points->Reach(
+          kPauseGenerationSwitch,
+          "generation " + std::to_string(g.number()) + ", rank " + std::to_string(a.rank),
+          [this, number = g.number()] { return Superseded(number); }) &&
+      Superseded(g.number()))
+    return AbortedError("generation " + std::to_string(g.number()) +
+                        " was superseded before its state moved");
 
   trainer::ShardPlan plan;
   for (const auto& r : g.plan().ranges()) plan.ranges.push_back({r.offset(), r.count()});
-  if (!teacher_ && HasTeacher(job_)) {
-    RETORT_ASSIGN_OR_RETURN(teacher_, BuildModel(job_.teacher(), job_.seed()));
-  }
-  if (!student_) {
-    RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job_.student(), job_.seed() + 1));
-  }
-  RETORT_ASSIGN_OR_RETURN(
-      kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_), shard_comm_.get(),
-                                        plan, MakeKdStepOptions(job_, total_steps_)));
+  replica_distance_ = ReplicaDistance(NodeOfRank(g));
+  if (options_.device != "cpu" && g.members_size() > 1)
+    return FailedPreconditionError(
+        "training on " + options_.device + " with " + std::to_string(g.members_size()) +
+        " workers: multi-worker jobs on CUDA devices need the device-aware data plane, which "
+        "this build does not have yet; run one worker per job on a GPU, or --device cpu");
+  RETORT_RETURN_IF_ERROR(AttachStep(std::move(plan)));
   RETORT_RETURN_IF_ERROR(RestoreState(a));
   RETORT_RETURN_IF_ERROR(loader_->Seek(position_, a.rank, g.members_size()));
   active_generation_ = g.number();
+  const int64_t started_us = UnixMicros();
+  tracer_->OnGenerationStarted(g.number(), a.rank, g.members_size(), started_us);
+  if (options_.step_observer)
+    options_.step_observer->OnGenerationStarted(g.number(), a.rank, g.members_size(), started_us);
   LOG_INFO("trainer")
       << "generation " << g.number() << ": rank " << a.rank << " of " << g.members_size() << " on "
       << comm_->name() << " (ready in "
       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()
-      << " ms), step " << global_step_ << "/" << total_steps_;
+      << " ms), step " << global_step_ << "/" << total_steps_ << ", replicas " << replica_distance_
+      << " rank(s) along the ring";
   return Status::Ok();
 }
 
@@ -333,15 +312,12 @@ Status TrainingSession::RunSteps(const Assignment& a) {
   auto last_log = Clock::now();
   while (global_step_ < total_steps_) {
     auto step_start = Clock::now();
-    bool leaving_here;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      leaving_here = leaving_;
-      flags[kNewerGeneration] =
-          latest_ && latest_->generation.number() > active_generation_ ? 1.f : 0.f;
-      flags[kLeaving] = leaving_ ? 1.f : 0.f;
-      flags[kPaused] = paused_ ? 1.f : 0.f;
-    }
+    const StepBoundaryFlags boundary = mailbox_.AtStepBoundary(active_generation_);
+    const bool leaving_here = boundary.leaving;
+    const int64_t trace_first = boundary.trace_first_step, trace_last = boundary.trace_last_step;
+    flags[kNewerGeneration] = boundary.newer_generation ? 1.f : 0.f;
+    flags[kLeaving] = boundary.leaving ? 1.f : 0.f;
+    flags[kPaused] = boundary.paused ? 1.f : 0.f;
     RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce(
         {flags, kFlagCount, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
     if (flags[kNewerGeneration] > 0 || flags[kLeaving] > 0) {
@@ -355,6 +331,9 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    if (trace_last > 0) tracer_->SetWindow(trace_first, trace_last);
+    tracer_->BeginStep(global_step_ + 1);
+    const int64_t data_start_us = UnixMicros();
     failure_phase_ = FailurePhase::kData;
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
     failure_phase_ = FailurePhase::kStep;
@@ -365,7 +344,16 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     ++global_step_;
     if (global_step_ % replicate_every_steps_ == 0 || global_step_ == total_steps_)
       RETORT_RETURN_IF_ERROR(CaptureReplica());
+    const auto checkpoint_start = Clock::now();
+    const uint64_t handled_before = last_checkpoint_handled_;
+    const int64_t periodic_before = last_periodic_checkpoint_step_;
     WriteCheckpointIfDue(a);
+    // Only a step that began a checkpoint has a checkpoint phase (0 otherwise, not the check's
+    // microsecond).
+    const bool checkpointed = last_checkpoint_handled_ != handled_before ||
+                              last_periodic_checkpoint_step_ != periodic_before;
+    const double checkpoint_s =
+        checkpointed ? std::chrono::duration<double>(Clock::now() - checkpoint_start).count() : 0;
     double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
     double sps = seconds > 0 ? static_cast<double>(job_.global_batch()) / seconds : 0;
     v1::StepMetrics metrics;
@@ -374,6 +362,34 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     metrics.set_step_seconds(seconds);
     metrics.set_learning_rate(r.lr);
     metrics.set_data_wait_fraction(seconds > 0 ? r.timing.data_wait / seconds : 0);
+    metrics.set_data_wait_seconds(r.timing.data_wait);
+    metrics.set_teacher_forward_seconds(r.timing.teacher_forward);
+    metrics.set_student_forward_seconds(r.timing.student_forward);
+    metrics.set_backward_seconds(r.timing.backward);
+    metrics.set_comm_exposed_seconds(r.timing.comm_exposed);
+    metrics.set_optimizer_seconds(r.timing.optimizer);
+    metrics.set_checkpoint_seconds(checkpoint_s);
+    StepRecord record;
+    record.step = global_step_;
+    record.epoch = position_.epoch;
+    record.generation = active_generation_;
+    record.rank = a.rank;
+    record.world_size = comm_->size();
+    record.loss = r.loss;
+    record.learning_rate = r.lr;
+    record.grad_norm = r.grad_norm;
+    record.skipped = r.skipped;
+    record.global_batch = job_.global_batch();
+    record.samples_per_second = sps;
+    record.step_seconds = seconds;
+    if (model_flops_per_sample_ > 0 && device_peak_flops_ > 0)
+      record.model_flops_utilization =
+          model_flops_per_sample_ * sps / (comm_->size() * device_peak_flops_);
+    record.timing = r.timing;
+    record.checkpoint_seconds = checkpoint_s;
+    record.data_start_unix_us = data_start_us;
+    record.end_unix_us = UnixMicros();
+    ObserveStep(record);
     if (agent_) agent_->ReportProgress(global_step_, position_.epoch, metrics);
     if (a.rank == 0) {
       WriteMetrics(r, sps);
@@ -386,6 +402,12 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     }
   }
   return Finish(a);
+}
+
+void TrainingSession::ObserveStep(const StepRecord& record) {
+  step_log_->OnStep(record);
+  tracer_->OnStep(record);
+  if (options_.step_observer) options_.step_observer->OnStep(record);
 }
 
 void TrainingSession::WriteMetrics(const trainer::StepResult& r, double samples_per_second) {
@@ -430,29 +452,25 @@ Status TrainingSession::Finish(const Assignment& a) {
     counts[1] = static_cast<float>(trainer::EvaluateTop1(kd_step_->teacher(), batches).correct);
   RETORT_RETURN_IF_ERROR(Await(
       comm_->AllReduce({counts, 3, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
-  // "Not evaluated" (evaluate: false, or an empty test split) is not a top-1 of 0: result.json
-  // then says "evaluated": false and carries no top-1 fields.
   const bool evaluated = job_.evaluate() && counts[2] > 0;
-  const double student_top1 = counts[0] / std::max(1.0f, counts[2]),
-               teacher_top1 = counts[1] / std::max(1.0f, counts[2]);
   done_ = true;
   if (a.rank != 0) return Status::Ok();
-  std::string weights = output_dir_ + "/student.safetensors";
-  RETORT_RETURN_IF_ERROR(trainer::ExportModelSafetensors(kd_step_->student(), weights));
-  nlohmann::json result{{"job", job_.name()},         {"steps", global_step_},
-                        {"evaluated", evaluated},     {"student", kd_step_->student().Describe()},
-                        {"student_weights", weights}, {"metrics", output_dir_ + "/metrics.jsonl"}};
-  if (evaluated) {
-    result["test_samples"] = static_cast<int64_t>(counts[2]);
-    result["student_top1"] = student_top1;
-    result["eval_seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  if (HasTeacher(job_)) {
-    result["teacher"] = kd_step_->teacher().Describe();
-    if (evaluated) result["teacher_top1"] = teacher_top1;
-  }
-  RETORT_RETURN_IF_ERROR(WriteFileAtomically(output_dir_ + "/result.json", result.dump(2) + "\n"));
-  LOG_INFO("trainer") << "RESULT " << (evaluated ? "" : "not evaluated ") << result.dump();
+  JobResult result;
+  result.job = job_.name();
+  result.steps = global_step_;
+  result.student = kd_step_->student().Describe();
+  result.student_weights = output_dir_ + "/student.safetensors";
+  result.metrics = output_dir_ + "/metrics.jsonl";
+  if (HasTeacher(job_)) result.teacher = kd_step_->teacher().Describe();
+  if (evaluated)
+    result.evaluation = JobResult::Evaluation{
+        static_cast<int64_t>(counts[2]), counts[0] / counts[2], counts[1] / counts[2],
+        std::chrono::duration<double>(Clock::now() - t0).count()};
+  RETORT_RETURN_IF_ERROR(
+      trainer::ExportModelSafetensors(kd_step_->student(), result.student_weights));
+  RETORT_RETURN_IF_ERROR(WriteJobResult(output_dir_ + "/result.json", result));
+  LOG_INFO("trainer") << "RESULT " << (evaluated ? "" : "not evaluated ")
+                      << JobResultJson(result).dump();
   return Status::Ok();
 }
 

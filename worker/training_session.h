@@ -10,35 +10,39 @@
 // saves the complete state; a failed peer is covered by the in-memory replicas (peer_replica.h)
 // taken after every replicate_every_steps-th step, so a kill -9 loses no completed step.
 // At the end: top-1 on the test split (each rank evaluates a slice; counts are all-reduced),
-// rank 0 exports the student (safetensors) and writes result.json, and every worker leaves with
-// reason "completed".
+// rank 0 exports the student (safetensors) and writes result.json (job_result.h), and every
+// worker leaves completing the job (WorkerAgent::CompleteJob).
 //
 // Files: training_session.cc (generations, steps, evaluation), session_state.cc (state across
 // generations: save, recovery, replicas), session_checkpoint.cc (disk checkpoints).
 //
-// Threading: GenerationHandler callbacks arrive on the agent's threads and only record state
-// under mu_; all training happens on the session's own thread. The agent is borrowed.
+// Threading: GenerationHandler callbacks arrive on the agent's threads and only post to the
+// session's mailbox (session_mailbox.h); all training happens on the session's own thread,
+// which reads the mailbox. The agent is borrowed.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "collectives/communicator.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
+#include "worker/communicator_shard_comm.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_failure.h"
+#include "worker/pause_points.h"
 #include "worker/peer_replica.h"
 #include "worker/recovery_plan.h"
-#include "worker/shard_comm_adapter.h"
+#include "worker/session_mailbox.h"
 #include "worker/shard_writer.h"
+#include "worker/step_log.h"
+#include "worker/step_record.h"
+#include "worker/trace_recorder.h"
 #include "worker/worker_agent.h"
 
 namespace retort::worker {
@@ -50,6 +54,21 @@ struct TrainingOptions {
   int64_t comm_timeout_ms = 60000;
   // Where outputs go when the job spec names no output_dir.
   std::string default_output_dir = "retort-out";
+  // The network interface(s) the data plane binds (UCX_NET_DEVICES syntax): the interface of
+  // the worker's --data-address. Empty: every interface.
+  std::string data_plane_devices;
+  // Test fault injection (pause_points.h); borrowed, outlives the session; may be null.
+  PausePoints* pause_points = nullptr;
+  // The training device, resolved ("cpu" or "cuda:N": trainer/device.h).
+  std::string device = "cpu";
+  // This worker's identity: names its step log and trace files.
+  std::string node = "localhost";
+  int local_rank = 0;
+  // Told of every step and generation (e.g. Prometheus metrics); borrowed, may be null.
+  StepObserver* step_observer = nullptr;
+  // A step trace window recorded without being asked (0 = none; see trace_recorder.h).
+  int64_t trace_first_step = 0;
+  int64_t trace_last_step = 0;
 };
 
 struct ShardSnapshot;  // session_checkpoint.cc
@@ -61,32 +80,25 @@ class TrainingSession final : public GenerationHandler {
   // Must be called before the agent runs.
   void AttachAgent(WorkerAgent* agent) { agent_ = agent; }
 
-  StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override;
+  StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override RETORT_EXCLUDES(mu_);
   void OnGeneration(const v1::Generation& generation, const std::string& member_id,
-                    int rank) override;
-  void OnDirectives(const v1::Directives& directives) override;
-  void OnLeaving(const std::string& reason, Deadline deadline) override;
+                    int rank) override RETORT_EXCLUDES(mu_);
+  void OnDirectives(const v1::Directives& directives) override RETORT_EXCLUDES(mu_);
+  void OnLeaving(const std::string& reason, Deadline deadline) override RETORT_EXCLUDES(mu_);
 
   // The training thread's final status (OK when the job completed or the member left cleanly).
-  Status result() const;
+  Status result() const RETORT_EXCLUDES(mu_);
 
  private:
-  struct Assignment {
-    v1::Generation generation;
-    std::string member_id;
-    int rank = -1;
-  };
-
   Status Setup(const v1::JobSpec& job);
   void TrainingThread();
   Status Train();
-  // Waits for a generation newer than `after` that includes this worker and is running;
-  // nullopt when leaving, or (with *timed_out set) when `deadline` passes first.
-  std::optional<Assignment> WaitForAssignment(uint64_t after, std::optional<Deadline> deadline,
-                                              bool* timed_out);
   // Leaves the job so the coordinator forms a new generation; the agent re-joins.
   void RejoinToRecover();
   Status StartGeneration(const Assignment& a);
+  // Gives the KD step the new generation's communicator (shard_comm_) and plan: creates it from
+  // the models on the first generation, reconfigures it (same models and flat buffer) after.
+  Status AttachStep(trainer::ShardPlan plan);
   // Runs steps until the job is done (returns OK and sets done_), or a switch/leave is agreed.
   Status RunSteps(const Assignment& a);
   Status Finish(const Assignment& a);
@@ -116,7 +128,7 @@ class TrainingSession final : public GenerationHandler {
   bool FailJobIfRecurring(const Assignment& a, const Status& error);
   // True once a generation newer than `generation` was published, or the member leaves: the
   // communicator being built for `generation` is obsolete (polled by its bootstrap).
-  bool Superseded(uint64_t generation) const;
+  bool Superseded(uint64_t generation) const RETORT_EXCLUDES(mu_);
   StateMeta CurrentMeta() const;
   // Waits for a collective on comm_ with the session's collective deadline.
   Status Await(const collectives::WorkPtr& work) const;
@@ -139,15 +151,22 @@ class TrainingSession final : public GenerationHandler {
   // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
   StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
+  // Hands a completed step to the step log, the trace and options_.step_observer.
+  void ObserveStep(const StepRecord& record);
 
   const TrainingOptions options_;
   CoordinatorClient* const client_;
   WorkerAgent* agent_ = nullptr;
 
-  // Built once, on the first join; used by the training thread only.
+  // Built once, on the first join; used by the training thread only. The models move into
+  // kd_step_ when the first generation starts.
   v1::JobSpec job_;
   std::unique_ptr<trainer::Model> teacher_, student_;
   int64_t parameter_count_ = 0;
+  // Model FLOPs of one training sample (0: not a built-in ViT) and the bf16 peak of this
+  // worker's device (0: unknown), for StepRecord::model_flops_utilization.
+  double model_flops_per_sample_ = 0;
+  double device_peak_flops_ = 0;
   std::shared_ptr<const trainer::data::Dataset> train_set_, test_set_;
   std::unique_ptr<trainer::data::Loader> loader_;
   int64_t total_steps_ = 0;
@@ -155,6 +174,9 @@ class TrainingSession final : public GenerationHandler {
   std::unique_ptr<collectives::Communicator> comm_;
   std::unique_ptr<CommunicatorShardComm> shard_comm_;
   std::unique_ptr<trainer::KdStep> kd_step_;
+  // The student's flat parameters and buffer blob when the step was created: what a fresh
+  // restart (RestoreFresh) puts back.
+  torch::Tensor initial_params_, initial_buffers_;
   uint64_t active_generation_ = 0;
   // Complete state saved at an agreed switch (saved_meta_.global_step >= 0 when present):
   // the full parameter buffer and the full AdamW moments.
@@ -163,6 +185,8 @@ class TrainingSession final : public GenerationHandler {
   torch::Tensor saved_buffers_;  // the student's buffer blob at saved_meta_
   trainer::data::SamplerState position_;
   PeerReplica replica_;
+  // The active generation's ReplicaDistance (recovery_plan.h), from its node groups.
+  int replica_distance_ = 1;
   uint64_t last_checkpoint_handled_ = 0;
   int64_t last_periodic_checkpoint_step_ = -1;
   // Writes checkpoint shards in the background (session_checkpoint.cc); drained before the
@@ -174,26 +198,16 @@ class TrainingSession final : public GenerationHandler {
   int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;
+  // Built in Setup(); used by the training thread (the recorder's window is also set there,
+  // from trace_first_step_/trace_last_step_).
+  std::unique_ptr<StepLog> step_log_;
+  std::unique_ptr<TraceRecorder> tracer_;
   bool done_ = false;
   // Where RunSteps is (or failed): loading a batch, the step's compute, or communication.
   FailurePhase failure_phase_ = FailurePhase::kCommunication;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Assignment> latest_;  // GUARDED_BY(mu_)
-  // The communicator the training thread uses and its generation's member processes
-  // (node/local_rank/incarnation): a newer generation without one of them means a member died,
-  // and the communicator is aborted so a collective blocked on the dead peer returns at once.
-  // (Member ids change when a coordinator restart makes everyone re-join; processes do not.)
-  collectives::Communicator* running_comm_ = nullptr;  // GUARDED_BY(mu_)
-  std::vector<std::string> running_members_;           // GUARDED_BY(mu_)
-  bool leaving_ = false;                               // GUARDED_BY(mu_)
-  bool paused_ = false;                                // GUARDED_BY(mu_)
-  uint64_t pending_checkpoint_id_ = 0;                 // GUARDED_BY(mu_)
-  int64_t pending_checkpoint_step_ = 0;                // GUARDED_BY(mu_)
-  bool training_done_ = false;                         // GUARDED_BY(mu_)
-  bool started_ = false;                               // GUARDED_BY(mu_)
-  Status result_;                                      // GUARDED_BY(mu_)
+  // Everything the agent's threads tell the training thread (thread-safe).
+  SessionMailbox mailbox_;
   std::thread thread_;
 };
 

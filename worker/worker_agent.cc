@@ -7,6 +7,8 @@
 #include "common/backoff.h"
 #include "common/deadline.h"
 #include "common/logging.h"
+#include "common/retry.h"
+#include "rpc/job_state.h"
 #include "worker/job_failure.h"
 
 namespace retort::worker {
@@ -25,11 +27,14 @@ constexpr int64_t kLeaveGraceMs = 120000;
 // How long a worker that completed the job retries telling an unreachable coordinator.
 constexpr int64_t kCompletedLeaveRetryMs = 30000;
 
-bool Retryable(StatusCode c) {
-  return c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded ||
-         c == StatusCode::kResourceExhausted || c == StatusCode::kAlreadyExists ||
-         c == StatusCode::kAborted || c == StatusCode::kCancelled || c == StatusCode::kUnknown ||
-         c == StatusCode::kInternal;
+// Join is repeated for more than the common set (IsRetryable, common/retry.h): a full job
+// admits members later (RESOURCE_EXHAUSTED, "retry later"), this incarnation's earlier join
+// may still be registered until it is dropped (ALREADY_EXISTS), and a coordinator failing
+// mid-call (ABORTED, UNKNOWN, INTERNAL) may be back: a worker keeps trying to join until it
+// is told no (INVALID_ARGUMENT, FAILED_PRECONDITION, ...).
+bool RetryableJoinError(StatusCode c) {
+  return IsRetryable(c) || c == StatusCode::kResourceExhausted || c == StatusCode::kAlreadyExists ||
+         c == StatusCode::kAborted || c == StatusCode::kUnknown || c == StatusCode::kInternal;
 }
 
 }  // namespace
@@ -47,24 +52,37 @@ WorkerAgent::~WorkerAgent() {
 }
 
 std::string WorkerAgent::member_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return member_id_;
 }
 
+v1::JobState WorkerAgent::ended_state() const {
+  MutexLock lock(mu_);
+  return ended_state_;
+}
+
 void WorkerAgent::RequestStop(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!stop_) {
     stop_ = true;
     stop_reason_ = reason;
   }
   if (watch_ != nullptr) watch_->Cancel();
-  cv_.notify_all();
+  cv_.NotifyAll();
+}
+
+void WorkerAgent::CompleteJob() {
+  {
+    MutexLock lock(mu_);
+    job_completed_ = true;
+  }
+  RequestStop("completed");
 }
 
 void WorkerAgent::FailJob(v1::JobFailure failure) {
   std::string reason = "job failed: " + failure.message();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (failure_) return;
     failure.set_member_id(member_id_);
     failure.set_node(options_.identity.node());
@@ -95,60 +113,78 @@ void WorkerAgent::LeaveAfterSetupFailure(const std::string& member_id, const Sta
 }
 
 void WorkerAgent::ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   step_ = step;
   epoch_ = epoch;
   metrics_ = metrics;
 }
 
 bool WorkerAgent::SleepUnlessStopped(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [this] { return stop_; });
+  MutexLock lock(mu_);
+  return !cv_.WaitFor(mu_, d, [this]() RETORT_REQUIRES(mu_) { return stop_; });
 }
 
-Status WorkerAgent::JoinWithBackoff() {
+Status WorkerAgent::JoinWithBackoff(bool rejoin) {
   Backoff backoff(std::chrono::milliseconds(options_.join_backoff_initial_ms),
                   std::chrono::milliseconds(options_.join_backoff_max_ms));
-  Deadline deadline = options_.join_timeout_ms > 0 ? Deadline::AfterMs(options_.join_timeout_ms)
-                                                   : Deadline::Never();
+  const int64_t timeout_ms = rejoin ? options_.rejoin_timeout_ms : options_.join_timeout_ms;
+  Deadline deadline = timeout_ms > 0 ? Deadline::AfterMs(timeout_ms) : Deadline::Never();
   v1::JoinRequest req;
   *req.mutable_identity() = options_.identity;
   req.set_parameter_count(options_.parameter_count);
-  StatusCode last_logged = StatusCode::kOk;
-  while (true) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return CancelledError("stopped before joining: " + stop_reason_);
-    }
-    auto resp = client_->Join(req);
-    if (resp.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      member_id_ = resp->member_id();
-      job_ = resp->job();
-      heartbeat_interval_ms_ =
-          resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
-      LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '"
-                         << job_.name() << "', generation " << resp->current_generation() << ")";
-      if (handler_) {
-        auto count = handler_->OnJoined(*resp);
-        if (!count.ok()) {
-          LeaveAfterSetupFailure(member_id_, count.status());
-          return count.status();
-        }
-        if (*count > 0) options_.parameter_count = *count;
-      }
-      return Status::Ok();
-    }
-    if (!Retryable(resp.status().code())) return resp.status();
-    if (deadline.Expired())
-      return DeadlineExceededError("could not join within the join timeout: " +
-                                   resp.status().message());
-    if (resp.status().code() != last_logged) {
-      LOG_WARN("worker") << "join failed, retrying with backoff: " << resp.status();
-      last_logged = resp.status().code();
-    }
-    if (!SleepUnlessStopped(backoff.Next())) return CancelledError("stopped before joining");
+  {
+    MutexLock lock(mu_);
+    if (stop_) return CancelledError("stopped before joining: " + stop_reason_);
   }
+  StatusCode last_logged = StatusCode::kOk;
+  bool stopped = false;
+  auto resp = RetryUntil(
+      deadline, backoff, RetryableJoinError,
+      [&] {
+        auto r = client_->Join(req);
+        if (!r.ok() && RetryableJoinError(r.status().code()) && r.status().code() != last_logged) {
+          LOG_WARN("worker") << "join failed, retrying with backoff: " << r.status();
+          last_logged = r.status().code();
+        }
+        return r;
+      },
+      [&](std::chrono::milliseconds wait) {
+        stopped = !SleepUnlessStopped(wait);
+        return !stopped;
+      });
+  if (!resp.ok()) {
+    if (stopped) return CancelledError("stopped before joining");
+    if (RetryableJoinError(resp.status().code()))
+      return rejoin ? DeadlineExceededError(
+                          "this worker is no longer a member (evicted, or the coordinator "
+                          "restarted) and could not re-join within " +
+                          std::to_string(timeout_ms) +
+                          " ms (--rejoin-timeout-ms): " + resp.status().message())
+                    : DeadlineExceededError("could not join within " + std::to_string(timeout_ms) +
+                                            " ms (--join-timeout-ms): " + resp.status().message());
+    return resp.status();
+  }
+  MutexLock lock(mu_);
+  if (resp->ended_state() != v1::JOB_STATE_UNSPECIFIED) {
+    ended_state_ = resp->ended_state();
+    return FailedPreconditionError(
+        std::string("job is ") + rpc::JobStateName(ended_state_) + "; not accepting members" +
+        (resp->has_failure() ? " (" + resp->failure().message().substr(0, 512) + ")" : ""));
+  }
+  member_id_ = resp->member_id();
+  job_ = resp->job();
+  heartbeat_interval_ms_ = resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
+  LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '"
+                     << job_.name() << "', generation " << resp->current_generation() << ")";
+  if (handler_) {
+    auto count = handler_->OnJoined(*resp);
+    if (!count.ok()) {
+      LeaveAfterSetupFailure(member_id_, count.status());
+      return count.status();
+    }
+    if (*count > 0) options_.parameter_count = *count;
+  }
+  return Status::Ok();
 }
 
 void WorkerAgent::WatchLoop() {
@@ -156,7 +192,7 @@ void WorkerAgent::WatchLoop() {
   while (true) {
     std::unique_ptr<CoordinatorClient::GenerationWatch> watch;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) return;
       watch = client_->WatchGenerations(member_id_, generation_.load());
       watch_ = watch.get();
@@ -176,7 +212,7 @@ void WorkerAgent::WatchLoop() {
       if (handler_) handler_->OnGeneration(gen, me, rank);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       watch_ = nullptr;
       if (stop_) return;
     }
@@ -187,16 +223,17 @@ void WorkerAgent::WatchLoop() {
 }
 
 Status WorkerAgent::Run() {
-  RETORT_RETURN_IF_ERROR(JoinWithBackoff());
+  RETORT_RETURN_IF_ERROR(JoinWithBackoff(/*rejoin=*/false));
   watch_thread_ = std::thread([this] { WatchLoop(); });
   Backoff reconnect(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   bool coordinator_away = false;
+  Deadline away_deadline = Deadline::Never();  // armed while the coordinator is unreachable
   Status result = Status::Ok();
   std::string leave_reason;
   while (true) {
     v1::HeartbeatRequest hb;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) {
         leave_reason = stop_reason_;
         break;
@@ -223,7 +260,7 @@ Status WorkerAgent::Run() {
       // The job ended while this member is still in it (it joined too late to get a rank, or
       // its generation was superseded by the end, or it is finishing its own last writes):
       // nothing more will come, so leave (after training stops) rather than wait for a signal.
-      // (Not "completed": that reason completes a running job.)
+      // (Not a completion: only the member that finished the last step completes a job.)
       if (const auto st = resp->state(); st == v1::JOB_STATE_COMPLETED ||
                                          st == v1::JOB_STATE_STOPPED ||
                                          st == v1::JOB_STATE_FAILED) {
@@ -236,15 +273,27 @@ Status WorkerAgent::Run() {
     } else if (resp.status().code() == StatusCode::kNotFound) {
       // The coordinator restarted (or evicted us): join again under a new member id.
       LOG_WARN("worker") << "coordinator no longer knows " << member_id() << "; re-joining";
-      Status s = JoinWithBackoff();
+      Status s = JoinWithBackoff(/*rejoin=*/true);
       if (!s.ok()) {
         result = s;
         break;
       }
       continue;
     } else {
-      if (!coordinator_away)
+      if (!coordinator_away) {
         LOG_WARN("worker") << "coordinator unreachable, training continues: " << resp.status();
+        away_deadline = options_.rejoin_timeout_ms > 0
+                            ? Deadline::AfterMs(options_.rejoin_timeout_ms)
+                            : Deadline::Never();
+      } else if (away_deadline.Expired()) {
+        result = DeadlineExceededError(
+            "the coordinator " + client_->address() + " stayed unreachable for " +
+            std::to_string(options_.rejoin_timeout_ms) +
+            " ms (--rejoin-timeout-ms); giving up: " + resp.status().message());
+        LOG_ERROR("worker") << result;
+        leave_reason = "coordinator unreachable";
+        break;
+      }
       coordinator_away = true;
       wait = std::min(wait, reconnect.Next());
     }
@@ -255,23 +304,19 @@ Status WorkerAgent::Run() {
   if (watch_thread_.joinable()) watch_thread_.join();
   v1::LeaveRequest leave;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     leave.set_member_id(member_id_);
     if (failure_) *leave.mutable_failure() = *failure_;
+    leave.set_job_completed(job_completed_);
   }
   leave.set_reason(leave_reason.substr(0, 1000));
-  Status s = client_->Leave(leave);
-  if (leave_reason == "completed") {
-    // The job's completion must reach the coordinator even when it is restarting right now
-    // (a restarted one accepts it from a member of its previous run): retry while it is away.
-    Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(2000));
-    Deadline deadline = Deadline::AfterMs(kCompletedLeaveRetryMs);
-    while (!s.ok() && Retryable(s.code()) && !deadline.Expired()) {
-      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-          backoff.Next(), std::chrono::milliseconds(deadline.RemainingMs() + 1)));
-      s = client_->Leave(leave);
-    }
-  }
+  // The job's completion must reach the coordinator even when it is restarting right now
+  // (a restarted one accepts it from a member of its previous run): retry while it is away.
+  // Any other reason to leave gets one attempt.
+  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(2000));
+  const Deadline deadline = leave.job_completed() ? Deadline::AfterMs(kCompletedLeaveRetryMs)
+                                                  : Deadline::After(std::chrono::seconds(0));
+  Status s = RetryUntil(deadline, backoff, IsRetryable, [&] { return client_->Leave(leave); });
   if (s.ok())
     LOG_INFO("worker") << "left the job (" << leave_reason << ")";
   else if (s.code() != StatusCode::kNotFound)

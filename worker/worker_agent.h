@@ -9,15 +9,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "common/deadline.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "retort/v1/retort.pb.h"
 #include "worker/coordinator_client.h"
@@ -29,8 +28,14 @@ struct WorkerOptions {
   int64_t parameter_count = 0;
   int64_t join_backoff_initial_ms = 100;
   int64_t join_backoff_max_ms = 2000;
-  // Give up joining after this long without success (0 = never).
+  // Give up the first join after this long without success (0 = never).
   int64_t join_timeout_ms = 0;
+  // Give up after this long once the coordinator is lost: unreachable for heartbeats, or no
+  // longer knowing this member (evicted, or restarted) with every re-join failing (0 = never).
+  // Bounded by default: a worker cut off by a partition whose job then ended with its
+  // coordinator must exit, not retry forever; long enough for a coordinator restart on
+  // Kubernetes.
+  int64_t rejoin_timeout_ms = 300000;
 };
 
 class GenerationHandler {
@@ -58,36 +63,50 @@ class WorkerAgent {
   // (the job is over, invalid identity). Leaves the job before returning.
   Status Run();
   // Async-signal-unsafe; from signal handlers set a flag and call this from a normal thread.
-  void RequestStop(const std::string& reason);
+  void RequestStop(const std::string& reason) RETORT_EXCLUDES(mu_);
+  // This member finished the job's last step: the agent stops, and its Leave completes the job
+  // (retried while the coordinator is away, so a restart does not lose the completion).
+  // Thread-safe; a stop requested earlier keeps its reason but the Leave still completes.
+  void CompleteJob() RETORT_EXCLUDES(mu_);
   // A recurring failure (see job_failure.h): the agent stops and its Leave carries `failure`,
   // which fails the job. The first call wins. Thread-safe.
-  void FailJob(v1::JobFailure failure);
-  void ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics);
+  void FailJob(v1::JobFailure failure) RETORT_EXCLUDES(mu_);
+  void ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics)
+      RETORT_EXCLUDES(mu_);
 
-  std::string member_id() const;
+  std::string member_id() const RETORT_EXCLUDES(mu_);
+  // The job's state when the coordinator refused this worker's join (or re-join) because the
+  // job had ended or was ending; Run() then returns FAILED_PRECONDITION saying so.
+  // JOB_STATE_UNSPECIFIED otherwise. Thread-safe.
+  v1::JobState ended_state() const RETORT_EXCLUDES(mu_);
   uint64_t generation() const { return generation_.load(); }
   const v1::JobSpec& job() const { return job_; }
 
  private:
-  Status JoinWithBackoff();
+  // Joins (or re-joins: `rejoin`), retrying retryable failures with backoff until the join
+  // or re-join timeout.
+  Status JoinWithBackoff(bool rejoin);
   // Leaves after the handler's OnJoined failed (a setup failure, classified by job_failure.h).
   void LeaveAfterSetupFailure(const std::string& member_id, const Status& error);
   void WatchLoop();
-  bool SleepUnlessStopped(std::chrono::milliseconds d);
+  bool SleepUnlessStopped(std::chrono::milliseconds d) RETORT_EXCLUDES(mu_);
 
   WorkerOptions options_;
   CoordinatorClient* const client_;
   GenerationHandler* const handler_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                                    // GUARDED_BY(mu_)
-  std::string stop_reason_;                              // GUARDED_BY(mu_)
-  std::string member_id_;                                // GUARDED_BY(mu_)
-  int64_t step_ = 0, epoch_ = 0;                         // GUARDED_BY(mu_)
-  v1::StepMetrics metrics_;                              // GUARDED_BY(mu_)
-  std::optional<v1::JobFailure> failure_;                // GUARDED_BY(mu_)
-  CoordinatorClient::GenerationWatch* watch_ = nullptr;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ RETORT_GUARDED_BY(mu_) = false;
+  std::string stop_reason_ RETORT_GUARDED_BY(mu_);
+  bool job_completed_ RETORT_GUARDED_BY(mu_) = false;  // see CompleteJob
+  std::string member_id_ RETORT_GUARDED_BY(mu_);
+  int64_t step_ RETORT_GUARDED_BY(mu_) = 0;
+  int64_t epoch_ RETORT_GUARDED_BY(mu_) = 0;
+  v1::StepMetrics metrics_ RETORT_GUARDED_BY(mu_);
+  std::optional<v1::JobFailure> failure_ RETORT_GUARDED_BY(mu_);
+  v1::JobState ended_state_ RETORT_GUARDED_BY(mu_) = v1::JOB_STATE_UNSPECIFIED;
+  CoordinatorClient::GenerationWatch* watch_ RETORT_GUARDED_BY(mu_) = nullptr;
 
   std::atomic<uint64_t> generation_{0};
   v1::JobSpec job_;  // written once by Run() before the watch thread starts

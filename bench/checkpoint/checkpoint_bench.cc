@@ -8,7 +8,6 @@
 // Prints one JSON line per measurement and a comparison line per direction (MB = 1e6 bytes).
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,7 +20,9 @@
 #include <vector>
 
 #include "checkpoint/shard_file.h"
+#include "checkpoint/shard_reader.h"
 #include "common/args.h"
+#include "common/process.h"
 
 namespace {
 
@@ -60,22 +61,12 @@ double Median(std::vector<double> v) {
 
 // Runs argv to completion with stdout/stderr discarded; returns the wall time, or < 0.
 double RunTimed(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+  retort::SpawnOptions options;
+  options.output = retort::SpawnOptions::Output::kDiscard;
+  options.search_path = true;
   auto start = Clock::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int null_fd = ::open("/dev/null", O_WRONLY);
-    ::dup2(null_fd, 1);
-    ::dup2(null_fd, 2);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0)
-    return -1;
+  auto child = retort::SpawnProcess(args, options);
+  if (!child.ok() || retort::WaitExit(child->pid, retort::Deadline::Never()) != 0) return -1;
   return Seconds(start);
 }
 
@@ -118,12 +109,7 @@ int main(int argc, char** argv) {
               "start writeback every this many MiB written (0: only the closing fsync)");
   args.AddBool("parallel", &o.parallel, "ranks write concurrently (one thread each)");
   args.AddString("dir", &o.dir, "scratch directory (default: new directory under /tmp)");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
+  if (auto code = args.ParseOrExitCode(argc, argv, "checkpoint_bench")) return *code;
   if (o.total_mib <= 0 || o.ranks <= 0 || o.read_world <= 0 || o.repeat <= 0 ||
       o.writeback_mib < 0) {
     std::fprintf(stderr, "--total-mib, --ranks, --read-world and --repeat must be positive\n");

@@ -135,12 +135,7 @@ int main(int argc, char** argv) {
   args.AddInt("steps", &o.steps, "steps per round");
   args.AddInt("rounds", &o.rounds, "rounds of (inline, background)");
   args.AddString("dir", &o.dir, "scratch directory (default: new directory under /tmp)");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "checkpoint_overlap_bench: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
+  if (auto code = args.ParseOrExitCode(argc, argv, "checkpoint_overlap_bench")) return *code;
   if (o.every < 1 || o.steps <= 2 * o.every || o.state_mib < 1 || o.rounds < 1) {
     std::fprintf(stderr,
                  "checkpoint_overlap_bench: need every >= 1, steps > 2*every, "

@@ -5,8 +5,9 @@
 //   all-gather), * 1 (send/recv); S = total array size in bytes (the all-reduce buffer, the
 //   reduce-scatter input, the all-gather output, the message).
 // t is the mean over ranks of the mean time per iteration.
+// With --rank=R it runs that one rank only (no fork), bootstrapping through --store-dir: the way
+// bench/multihost runs the ranks on different test hosts.
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "collectives/ucx/ucx_hierarchical.h"
 #include "common/args.h"
 #include "common/logging.h"
+#include "common/process.h"
 
 namespace retort::collectives {
 namespace {
@@ -32,7 +34,7 @@ struct BenchOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   std::string backend = "ucx";
   int local_size = 1;
-  std::string transports = "posix,cma,tcp,self";
+  std::string transports = ucx::UcxContextOptions{}.transports;
   int64_t spin_us = 20;
   int64_t sleep_after_us = -2;  // -2: the library default
   int64_t cma_min_bytes = -1;   // -1: the library default
@@ -41,6 +43,7 @@ struct BenchOptions {
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
+  int64_t rank = -1;  // >= 0: run only this rank (store_dir must be given)
 };
 
 double NowSeconds() {
@@ -179,50 +182,59 @@ int main(int argc, char** argv) {
                            "Times retort's collectives with N processes on this host; prints "
                            "JSON lines (algbw/busbw as nccl-tests define them).");
   parser.AddInt("ranks", &o.ranks, "number of processes");
-  parser.AddInt("min_bytes", &o.min_bytes, "smallest size (bytes; sizes grow x4)");
-  parser.AddInt("max_bytes", &o.max_bytes, "largest size (bytes)");
+  parser.AddInt("min-bytes", &o.min_bytes, "smallest size (bytes; sizes grow x4)");
+  parser.AddInt("max-bytes", &o.max_bytes, "largest size (bytes)");
   parser.AddString("ops", &o.ops, "comma list: all_reduce,all_gather,reduce_scatter,send_recv");
   parser.AddInt("iters", &o.iters, "timed iterations per size (0: by size)");
-  parser.AddInt("chunk_bytes", &o.chunk_bytes, "ring pipelining chunk");
+  parser.AddInt("chunk-bytes", &o.chunk_bytes, "ring pipelining chunk");
   parser.AddString("backend", &o.backend, "ucx | hierarchical");
-  parser.AddInt("local_size", &o.local_size, "ranks per node for --backend=hierarchical");
+  parser.AddInt("local-size", &o.local_size, "ranks per node for --backend=hierarchical");
   parser.AddString("transports", &o.transports,
                    "UCX transports (UCX_TLS syntax); empty: UCX's choice");
-  parser.AddInt("sleep_after_us", &o.sleep_after_us,
+  parser.AddInt("sleep-after-us", &o.sleep_after_us,
                 "sleep 50 us between polls after this long without progress (-1: never, -2: "
                 "library default)");
-  parser.AddInt("spin_us", &o.spin_us,
+  parser.AddInt("spin-us", &o.spin_us,
                 "spin this long without progress before yielding (-1: never)");
-  parser.AddInt("cma_min_bytes", &o.cma_min_bytes,
+  parser.AddInt("cma-min-bytes", &o.cma_min_bytes,
                 "messages from this size are read straight from the peer's memory (0: never, "
                 "-1: library default)");
-  parser.AddBool("print_transports", &o.print_transports,
+  parser.AddBool("print-transports", &o.print_transports,
                  "print each rank's UCX lanes and CMA threshold to stderr");
   parser.AddBool("bind", &o.bind, "pin rank r to CPU r mod #CPUs (what mpirun does by default)");
   parser.AddString("progress", &o.progress,
                    "thread (background executor) | caller (operations run inside Wait)");
   parser.AddString("label", &o.label, "the impl field of the JSON lines");
-  auto parsed = parser.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::cerr << parsed.status() << "\n";
-    return 2;
+  parser.AddInt("rank", &o.rank,
+                "run only this rank, bootstrapping through --store-dir (-1: fork every rank)");
+  parser.AddString("store-dir", &o.store_dir,
+                   "bootstrap directory shared by the ranks (with --rank; default: a new one)");
+  parser.AddLogLevel("warning");
+  if (auto code = parser.ParseOrExitCode(argc, argv, "collectives_bench")) return *code;
+  if (o.rank >= 0) {
+    if (o.rank >= o.ranks || o.store_dir.empty()) {
+      std::cerr << "collectives_bench: --rank=" << o.rank << " needs --store-dir and a rank below "
+                << "--ranks=" << o.ranks << "\n";
+      return 2;
+    }
+    return retort::collectives::RunRank(o, static_cast<int>(o.rank));
   }
-  if (!*parsed) return 0;
-  retort::SetLogLevel(retort::LogLevel::kWarning);
   char dir[] = "/tmp/retort_bench_XXXXXX";
   if (mkdtemp(dir) == nullptr) return 1;
   o.store_dir = std::string(dir) + "/store";
   std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) _exit(retort::collectives::RunRank(o, r));
-    pids.push_back(pid);
-  }
   int failures = 0;
+  for (int r = 0; r < o.ranks; ++r) {
+    auto pid = retort::ForkAndRun([&o, r] { return retort::collectives::RunRank(o, r); });
+    if (!pid.ok()) {
+      std::cerr << "rank " << r << ": " << pid.status() << "\n";
+      ++failures;
+      continue;
+    }
+    pids.push_back(*pid);
+  }
   for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    if (retort::WaitExit(pid, retort::Deadline::Never()) != 0) ++failures;
   }
   return failures == 0 ? 0 : 1;
 }

@@ -21,15 +21,15 @@ probe() {  # the vCPUs' placement (cache-line latency, FIFO hand-over bandwidth)
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
 probe before
 # The transports every rank chose (UCX lanes per peer, CMA threshold), as comment lines.
-"$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=1024 --max_bytes=1024 \
-  --ops=all_reduce --print_transports 2>&1 >/dev/null | sed 's/^/# /' >> "$out"
+"$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes=1024 --max-bytes=1024 \
+  --ops=all_reduce --print-transports 2>&1 >/dev/null | sed 's/^/# /' >> "$out"
 
 # retort in both progress modes: background executor thread (what training uses to overlap
 # communication with backward) and caller-driven (operations run inside Work::Wait).
 for mode in thread caller; do
   label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
-  "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes="$min_bytes" \
-    --max_bytes="$max_bytes" --progress=$mode --label=$label | tee -a "$out"
+  "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes="$min_bytes" \
+    --max-bytes="$max_bytes" --progress=$mode --label=$label | tee -a "$out"
 done
 
 if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
@@ -72,9 +72,9 @@ for round in 1 2 3 4 5 6; do
   for mode in thread caller fifo; do
     label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
     extra=(--progress=$mode)
-    [[ $mode == fifo ]] && label=retort-ucx-fifo && extra=(--progress=thread --cma_min_bytes=0)
-    "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min_bytes=$((16 << 20)) \
-      --max_bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv "${extra[@]}" \
+    [[ $mode == fifo ]] && label=retort-ucx-fifo && extra=(--progress=thread --cma-min-bytes=0)
+    "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes=$((16 << 20)) \
+      --max-bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv "${extra[@]}" \
       --label=$label | tee -a "$out"
   done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then

@@ -23,6 +23,7 @@
 
 #include "common/args.h"
 #include "common/file_util.h"
+#include "common/port_file.h"
 #include "retort/v1/retort.grpc.pb.h"
 #include "tools/process_group.h"
 
@@ -87,9 +88,12 @@ struct Stubs {
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
 };
 
-// Joins `n` members with at most `window` calls in flight; returns their ids ("" on failure).
-std::vector<std::string> JoinMembers(Stubs& stubs, int n, int window, const std::string& prefix) {
+// Joins `n` members with at most `window` calls in flight; returns their ids ("" on failure)
+// and, when `secrets` is given, their member secrets (every later call for a member carries it).
+std::vector<std::string> JoinMembers(Stubs& stubs, int n, int window, const std::string& prefix,
+                                     std::vector<std::string>* secrets = nullptr) {
   std::vector<std::string> ids(n);
+  if (secrets) secrets->assign(static_cast<size_t>(n), "");
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0, done = 0;
@@ -114,8 +118,10 @@ std::vector<std::string> JoinMembers(Stubs& stubs, int n, int window, const std:
     call->req.set_parameter_count(5'000'000);
     stubs[i]->async()->Join(&call->ctx, &call->req, &call->resp, [&, call, i](grpc::Status s) {
       std::lock_guard<std::mutex> lock(mu);
-      if (s.ok())
+      if (s.ok()) {
         ids[i] = call->resp.member_id();
+        if (secrets) (*secrets)[static_cast<size_t>(i)] = call->resp.member_secret();
+      }
       else
         std::fprintf(stderr, "join %d failed: %s\n", i, s.error_message().c_str());
       --in_flight;
@@ -147,12 +153,13 @@ bool StartCoordinator(Coordinator* c, const std::string& bin, const std::string&
                       "--port-file=" + port, "--log-level=warning",
                       // The simulated members never train: the dataset need not exist.
                       "--no-check-paths"});
-  auto start = Clock::now();
-  while (!PathExists(port)) {
-    if (Clock::now() - start > std::chrono::seconds(20) || c->group.Poll(c->index)) return false;
-    std::this_thread::sleep_for(milliseconds(20));
+  auto bound = WaitForPortFile(port, Deadline::AfterMs(20000),
+                               [c] { return c->group.Poll(c->index).has_value(); });
+  if (!bound.ok()) {
+    std::fprintf(stderr, "coordinator: %s\n", bound.status().ToString().c_str());
+    return false;
   }
-  c->address = "127.0.0.1:" + std::to_string(std::stoi(*ReadFileToString(port)));
+  c->address = "127.0.0.1:" + std::to_string(*bound);
   std::ifstream f("/proc/self/task/" + std::to_string(getpid()) + "/children");
   f >> c->pid;
   return c->pid > 0;
@@ -167,7 +174,8 @@ void HeartbeatPhase(const std::string& bin, const std::string& dir, int members,
   }
   Stubs stubs(c.address, channels);
   auto join_start = Clock::now();
-  auto ids = JoinMembers(stubs, members, 256, "hb-node-");
+  std::vector<std::string> secrets;
+  auto ids = JoinMembers(stubs, members, 256, "hb-node-", &secrets);
   double join_seconds = std::chrono::duration<double>(Clock::now() - join_start).count();
   int joined =
       static_cast<int>(std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); }));
@@ -199,6 +207,7 @@ void HeartbeatPhase(const std::string& bin, const std::string& dir, int members,
       auto* call = new Call;
       call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       call->req.set_member_id(ids[i]);
+      call->ctx.AddMetadata("retort-member-secret", secrets[static_cast<size_t>(i)]);
       call->req.set_step(next_member_tick / members);
       call->req.mutable_metrics()->set_loss(1.0);
       call->start = Clock::now();
@@ -350,12 +359,7 @@ int main(int argc, char** argv) {
   args.AddInt("interval-ms", &interval_ms, "heartbeat interval of each member");
   args.AddInt("formation-members", &formation_members, "members in the formation phase");
   args.AddInt("channels", &channels, "client connections");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "coordinator_load: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
+  if (auto code = args.ParseOrExitCode(argc, argv, "coordinator_load")) return *code;
   if (dir.empty()) {
     char tmpl[] = "/tmp/retort_load_XXXXXX";
     dir = mkdtemp(tmpl);

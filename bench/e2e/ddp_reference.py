@@ -17,7 +17,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
-from kd_reference import kd_loss, make_vit  # noqa: E402
+from kd_reference import adamw_param_groups, kd_loss, make_vit  # noqa: E402
 
 
 def main():
@@ -39,8 +39,8 @@ def main():
     for p in teacher.parameters():
         p.requires_grad_(False)
     student = DDP(make_vit(args.student))
-    opt = ZeroRedundancyOptimizer(student.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3,
-                                  weight_decay=0.05)
+    opt = ZeroRedundancyOptimizer(adamw_param_groups(student, 0.05),
+                                  optimizer_class=torch.optim.AdamW, lr=1e-3)
     local = args.global_batch // world + (1 if rank < args.global_batch % world else 0)
     gen = torch.Generator().manual_seed(1234 + rank)
     times = []

@@ -91,8 +91,8 @@ def main():
     for p in teacher.parameters():
         p.requires_grad_(False)
     student = DDP(kd_reference.make_vit(args.student))
-    opt = ZeroRedundancyOptimizer(student.parameters(), optimizer_class=torch.optim.AdamW,
-                                  lr=1e-3, weight_decay=0.05)
+    opt = ZeroRedundancyOptimizer(kd_reference.adamw_param_groups(student, 0.05),
+                                  optimizer_class=torch.optim.AdamW, lr=1e-3)
     start_step = 0
     if os.path.exists(args.checkpoint):
         state = torch.load(args.checkpoint, map_location="cpu")

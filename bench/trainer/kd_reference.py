@@ -26,6 +26,23 @@ PRESETS = {
 }
 
 
+NO_DECAY_NAMES = ("cls_token", "dist_token", "reg_token", "pos_embed")
+
+
+def adamw_param_groups(model, weight_decay):
+    """AdamW parameter groups as retort forms them (trainer/weight_decay.h, timm's and DeiT's
+    rule): no weight decay for parameters with at most one dimension, '*.bias', and the
+    class/distillation/register tokens and position embeddings."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        exempt = p.ndim <= 1 or name.endswith(".bias") or name.split(".")[-1] in NO_DECAY_NAMES
+        (no_decay if exempt else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
 class Attention(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
@@ -37,8 +54,11 @@ class Attention(nn.Module):
         b, n, d = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = ((q * (d // self.heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
+        if x.is_cuda:  # timm's fused attention (flash / memory-efficient kernels)
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = ((q * (d // self.heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, n, d))
 
 
 class Mlp(nn.Module):
@@ -117,7 +137,7 @@ def main():
     teacher, student = make_vit(args.teacher).eval(), make_vit(args.student).train()
     for p in teacher.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(student.parameters(), lr=1e-3, weight_decay=0.05)
+    opt = torch.optim.AdamW(adamw_param_groups(student, 0.05), lr=1e-3)
     image, channels = PRESETS[args.student][0], PRESETS[args.student][1]
     x = torch.randn(args.batch, channels, image, image)
     y = torch.randint(PRESETS[args.student][6], (args.batch,))

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "bench/trainer/model_input_shape.h"
 #include "common/args.h"
 #include "trainer/cpu_runtime.h"
 #include "trainer/data/batch.h"
@@ -25,34 +26,21 @@ int main(int argc, char** argv) {
   int64_t batch = 128, threads = 2, warmup = 3, steps = 20, parts = 2;
   bool profile_lines = false;
   std::string only_mode;  // empty: every mode
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--teacher")
-      teacher_spec = next();
-    else if (a == "--student")
-      student_spec = next();
-    else if (a == "--batch")
-      batch = std::stoll(next());
-    else if (a == "--threads")
-      threads = std::stoll(next());
-    else if (a == "--warmup")
-      warmup = std::stoll(next());
-    else if (a == "--steps")
-      steps = std::stoll(next());
-    else if (a == "--local_parallelism")
-      parts = std::stoll(next());
-    else if (a == "--profile_lines")
-      profile_lines = true;
-    else if (a == "--mode")
-      only_mode = next();
-    else {
-      std::cerr << "usage: kd_step_bench [--teacher P] [--student P] [--batch N] [--threads N] "
-                   "[--warmup N] [--steps N] [--local_parallelism N] [--profile_lines]\n"
-                   "       [--mode retort_intraop|retort|retort_cached]  (default: all three)\n";
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  retort::ArgParser args("kd_step_bench [flags]",
+                         "KD step throughput on CPU, one process: one JSON line per mode plus "
+                         "the profiler summary.");
+  args.AddString("teacher", &teacher_spec, "teacher preset");
+  args.AddString("student", &student_spec, "student preset");
+  args.AddInt("batch", &batch, "samples per step");
+  args.AddInt("threads", &threads, "intra-op threads");
+  args.AddInt("warmup", &warmup, "untimed steps first");
+  args.AddInt("steps", &steps, "timed steps");
+  args.AddInt("local-parallelism", &parts,
+              "parts the batch is split into in the retort and retort_cached modes");
+  args.AddBool("profile-lines", &profile_lines, "print the profiler's line per step");
+  args.AddString("mode", &only_mode,
+                 "retort_intraop | retort | retort_cached (default: all three)");
+  if (auto code = args.ParseOrExitCode(argc, argv, "kd_step_bench")) return *code;
   rt::ConfigureCpuRuntime(static_cast<int>(threads));
   auto group = std::make_shared<rt::testing::ThreadShardGroup>(1);
   rt::testing::ThreadShardComm comm(group, 0);
@@ -67,22 +55,14 @@ int main(int argc, char** argv) {
   for (const Mode& mode : modes) {
     if (!only_mode.empty() && only_mode != mode.name) continue;
     const bool cached = mode.cached;
-    auto teacher = rt::MakeModel(teacher_spec, 1);
-    auto student = rt::MakeModel(student_spec, 2);
+    auto teacher = rt::BuildModel({.preset = teacher_spec}, 1);
+    auto student = rt::BuildModel({.preset = student_spec}, 2);
     if (!teacher.ok() || !student.ok()) {
       std::cerr << (teacher.ok() ? student.status() : teacher.status()) << "\n";
       return 1;
     }
-    // Probe the input shape and class count from the student.
-    auto params = (*student)->NamedParameters();
-    int64_t channels = 1, image = 28, classes = 10;
-    for (auto& [name, p] : params) {
-      if (name == "patch_embed.proj.weight") channels = p.size(1);
-      if (name == "pos_embed")
-        image = static_cast<int64_t>(std::lround(std::sqrt(p.size(1) - 1))) * 4;
-      if (name == "head.weight") classes = p.size(0);
-    }
-    if (student_spec.find("16") != std::string::npos) image = 224;
+    const auto [channels, image, classes] =
+        retort::bench::InputShapeOf(**student, {.channels = 1, .image = 28, .classes = 10});
     std::unique_ptr<rt::TeacherLogitCache> cache;
     rt::KdStepOptions options;
     if (cached)

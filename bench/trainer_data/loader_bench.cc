@@ -1,6 +1,6 @@
 // Loader throughput benchmark: decodes `steps` global batches (world size 1) with retort's
 // Loader and prints one JSON line with images/s and the mean time Next() waited. With
-// --make_jpeg_folder it instead writes a synthetic JPEG ImageFolder (for this program and the
+// --make-jpeg-folder it instead writes a synthetic JPEG ImageFolder (for this program and the
 // python reference to read). See bench/trainer_data/run.sh and RESULTS.md.
 #include <algorithm>
 #include <chrono>
@@ -140,27 +140,22 @@ int main(int argc, char** argv) {
                          "Data-loader throughput (JSON lines on stdout).");
   args.AddString("dataset", &o.dataset, "fashion_mnist | image_folder | synthetic");
   args.AddString("root", &o.root, "dataset root (Fashion-MNIST IDX folder or ImageFolder root)");
-  args.AddString("make_jpeg_folder", &o.make_jpeg_folder,
+  args.AddString("make-jpeg-folder", &o.make_jpeg_folder,
                  "write a synthetic JPEG ImageFolder here and exit");
-  args.AddInt("num_images", &o.num_images,
-              "images to write (--make_jpeg_folder) or synthetic dataset size");
-  args.AddInt("jpeg_width", &o.jpeg_width, "width of written JPEGs");
-  args.AddInt("jpeg_height", &o.jpeg_height, "height of written JPEGs");
-  args.AddInt("num_classes", &o.num_classes, "classes of the written folder");
+  args.AddInt("num-images", &o.num_images,
+              "images to write (--make-jpeg-folder) or synthetic dataset size");
+  args.AddInt("jpeg-width", &o.jpeg_width, "width of written JPEGs");
+  args.AddInt("jpeg-height", &o.jpeg_height, "height of written JPEGs");
+  args.AddInt("num-classes", &o.num_classes, "classes of the written folder");
   args.AddInt("batch", &o.batch, "global batch size");
   args.AddInt("threads", &o.threads, "decode threads");
   args.AddInt("depth", &o.depth, "prefetch depth (batches)");
   args.AddInt("steps", &o.steps, "timed steps");
   args.AddInt("warmup", &o.warmup, "untimed steps first");
-  args.AddInt("image_size", &o.image_size, "output side for image_folder / synthetic");
-  args.AddBool("dct_scaling", &o.dct_scaling, "JPEG DCT-domain downscaling");
+  args.AddInt("image-size", &o.image_size, "output side for image_folder / synthetic");
+  args.AddBool("dct-scaling", &o.dct_scaling, "JPEG DCT-domain downscaling");
   args.AddBool("augment", &o.augment, "training augmentation");
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
+  if (auto code = args.ParseOrExitCode(argc, argv, "trainer_data_bench")) return *code;
   retort::Status status = retort::trainer::data::Run(o);
   if (!status.ok()) {
     std::fprintf(stderr, "trainer_data_bench: %s\n", status.ToString().c_str());

@@ -136,7 +136,7 @@ def main():
     p.add_argument("--depth", type=int, default=2, help="prefetch_factor (batches per worker)")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--image_size", type=int, default=224)
+    p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--no-augment", dest="augment", action="store_false")
     a = p.parse_args()
     torch.set_num_threads(1)

@@ -16,12 +16,12 @@ steps_fm=${STEPS_FM:-100}
 steps_jpeg=${STEPS_JPEG:-40}
 folder=$(mktemp -d /tmp/retort_jpeg_folder.XXXXXX)
 trap 'rm -rf "$folder"' EXIT
-"$bench" --make_jpeg_folder "$folder" --num_images "${JPEG_IMAGES:-512}"
+"$bench" --make-jpeg-folder "$folder" --num-images "${JPEG_IMAGES:-512}"
 
 for ((rep = 0; rep < ${REPEATS:-3}; rep++)); do
   "$bench" --dataset fashion_mnist --batch 256 --threads "$threads" --steps "$steps_fm"
   "$py" "$ref" --dataset fashion_mnist --batch 256 --threads "$threads" --steps "$steps_fm"
   "$bench" --dataset image_folder --root "$folder" --batch 64 --threads "$threads" --steps "$steps_jpeg"
-  "$bench" --dataset image_folder --root "$folder" --batch 64 --threads "$threads" --steps "$steps_jpeg" --no-dct_scaling
+  "$bench" --dataset image_folder --root "$folder" --batch 64 --threads "$threads" --steps "$steps_jpeg" --no-dct-scaling
   "$py" "$ref" --dataset image_folder --root "$folder" --batch 64 --threads "$threads" --steps "$steps_jpeg"
 done

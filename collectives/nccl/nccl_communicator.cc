@@ -5,8 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "collectives/bootstrap_wait.h"
 #include "collectives/nccl/nccl_check.h"
-#include "collectives/validate.h"
 #include "common/logging.h"
 
 namespace retort::collectives::nccl {
@@ -35,16 +35,20 @@ bool AllEqual(const std::vector<size_t>& counts) {
   return true;
 }
 
-// Waits until a non-blocking communicator finished its pending call.
-Status AwaitComm(ncclComm_t comm, Deadline deadline, const std::string& what) {
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(comm, &state), what + ": ncclCommGetAsyncError");
-    if (state == ncclSuccess) return Status::Ok();
-    if (state != ncclInProgress) return NcclError(state, what, __FILE__, __LINE__);
-    if (deadline.Expired()) return DeadlineExceededError(what + ": timed out");
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+// Waits until a non-blocking communicator finished its pending call, the deadline passed or
+// `cancelled` holds (the caller then aborts the communicator).
+Status AwaitComm(ncclComm_t comm, Deadline deadline, const std::string& what,
+                 const std::function<bool()>& cancelled = {},
+                 const std::function<Status()>& cancelled_error = {}) {
+  return PollUntilDone(
+      [&]() -> StatusOr<bool> {
+        ncclResult_t state = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(comm, &state), what + ": ncclCommGetAsyncError");
+        if (state == ncclSuccess) return true;
+        if (state != ncclInProgress) return NcclError(state, what, __FILE__, __LINE__);
+        return false;
+      },
+      deadline, cancelled, cancelled_error, what);
 }
 
 }  // namespace
@@ -80,7 +84,8 @@ NcclCommunicator::NcclCommunicator(int rank, int size, uint64_t generation,
     : rank_(rank), size_(size), generation_(generation), options_(o) {}
 
 StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    Store* store, int rank, int size, uint64_t generation, const NcclCommunicatorOptions& o) {
+    BootstrapStore* store, int rank, int size, uint64_t generation,
+    const NcclCommunicatorOptions& o) {
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgumentError("nccl: rank " + std::to_string(rank) + " of " +
                                 std::to_string(size) + " is not a valid position");
@@ -91,6 +96,12 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   const std::string key =
       (o.key_prefix.empty() ? "g" + std::to_string(generation) + "/nccl" : o.key_prefix) +
       "/unique_id";
+  auto cancelled_error = [rank, size, generation](const std::string& waiting_for) {
+    return AbortedError("nccl: bootstrap of generation " + std::to_string(generation) + " (rank " +
+                        std::to_string(rank) + " of " + std::to_string(size) +
+                        ") cancelled while waiting for " + waiting_for +
+                        ": the communicator is obsolete (a newer generation was published)");
+  };
   ncclUniqueId id;
   if (rank == 0) {
     NCCL_CHECK(ncclGetUniqueId(&id), "nccl: ncclGetUniqueId");
@@ -99,7 +110,10 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     record.write(id.internal, sizeof(id.internal));
     RETORT_RETURN_IF_ERROR(store->Set(key, record.str(), deadline));
   } else {
-    RETORT_ASSIGN_OR_RETURN(std::string value, store->Get(key, deadline));
+    RETORT_ASSIGN_OR_RETURN(std::string value,
+                            GetUnlessCancelled(store, key, deadline, o.cancelled, [&] {
+                              return cancelled_error("the unique id under '" + key + "'");
+                            }));
     const size_t newline = value.find('\n');
     std::istringstream header(value.substr(0, newline == std::string::npos ? 0 : newline));
     std::string magic;
@@ -134,18 +148,24 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   ncclComm_t comm = nullptr;
   NCCL_CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config), "nccl: ncclCommInitRank");
   c->comm_ = NcclComm(comm);
-  RETORT_RETURN_IF_ERROR(AwaitComm(comm, deadline, "nccl: communicator initialization"));
+  Status initialized =
+      AwaitComm(comm, deadline, "nccl: communicator initialization", o.cancelled,
+                [&] { return cancelled_error("the other ranks' initialization"); });
+  if (!initialized.ok()) {
+    c->comm_.Abort();  // ncclCommAbort: a stuck or obsolete initialization is not waited for
+    return initialized;
+  }
   c->watchdog_ = std::thread([raw = c.get()] { raw->Watchdog(); });
   return c;
 }
 
 NcclCommunicator::~NcclCommunicator() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     if (!pending_.empty()) Break(AbortedError("nccl: communicator destroyed"));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (watchdog_.joinable()) watchdog_.join();
 }
 
@@ -157,7 +177,7 @@ void NcclCommunicator::Break(const Status& reason) {
 }
 
 void NcclCommunicator::Abort(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Break(AbortedError(reason));
 }
 
@@ -166,13 +186,13 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
   const Deadline deadline = Deadline::After(options.timeout.value_or(options_.default_timeout));
   auto work =
       std::make_shared<Work>("nccl rank " + std::to_string(rank_) + ": " + description, deadline);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!broken_.ok()) {
     work->Complete(AbortedError(work->description() +
                                 ": communicator is broken after: " + broken_.ToString()));
     return work;
   }
-  auto run = [&]() -> Status {
+  auto run = [&]() RETORT_REQUIRES(mu_) -> Status {
     CUDA_CHECK(cudaSetDevice(options_.device), "nccl: selecting device");
     CUDA_CHECK(cudaEventRecord(caller_ready_.get(), options_.caller_stream),
                "nccl: recording the caller's stream");
@@ -193,14 +213,14 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
     work->Complete(status);
     Break(status);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return work;
 }
 
 void NcclCommunicator::Watchdog() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_ || !pending_.empty()) {
-    cv_.wait_for(lock, std::chrono::milliseconds(1));
+    cv_.WaitFor(mu_, std::chrono::milliseconds(1));
     while (!pending_.empty()) {
       cudaError_t query = cudaEventQuery(pending_.front().done.get());
       if (query == cudaSuccess) {
@@ -234,11 +254,9 @@ void NcclCommunicator::Watchdog() {
   }
 }
 
-WorkPtr NcclCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                         const std::vector<size_t>& counts, ReduceOp op,
-                                         const CollectiveOptions& options) {
-  Status valid = ValidateReduceScatterV(rank_, size_, input, output, counts);
-  if (!valid.ok()) return CompletedWork("reduce_scatter", valid);
+WorkPtr NcclCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                           const std::vector<size_t>& counts, ReduceOp op,
+                                           const CollectiveOptions& options) {
   return Enqueue("reduce_scatter", options, [&]() -> Status {
     if (AllEqual(counts)) {
       NCCL_CHECK(ncclReduceScatter(input.data, output.data, counts[0], ToNccl(input.dtype),
@@ -261,11 +279,9 @@ WorkPtr NcclCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output
   });
 }
 
-WorkPtr NcclCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
-                                     const std::vector<size_t>& counts,
-                                     const CollectiveOptions& options) {
-  Status valid = ValidateAllGatherV(rank_, size_, input, output, counts);
-  if (!valid.ok()) return CompletedWork("all_gather", valid);
+WorkPtr NcclCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                                       const std::vector<size_t>& counts,
+                                       const CollectiveOptions& options) {
   return Enqueue("all_gather", options, [&]() -> Status {
     if (AllEqual(counts)) {
       NCCL_CHECK(ncclAllGather(input.data, output.data, counts[0], ToNccl(input.dtype), comm_.get(),
@@ -288,10 +304,8 @@ WorkPtr NcclCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
   });
 }
 
-WorkPtr NcclCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
-                                    const CollectiveOptions& options) {
-  Status valid = CheckBuffer(data.data, data.count, "all_reduce data");
-  if (!valid.ok()) return CompletedWork("all_reduce", valid);
+WorkPtr NcclCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
+                                      const CollectiveOptions& options) {
   return Enqueue("all_reduce", options, [&]() -> Status {
     NCCL_CHECK(ncclAllReduce(data.data, data.data, data.count, ToNccl(data.dtype), ToNccl(op),
                              comm_.get(), stream_.get()),
@@ -300,10 +314,8 @@ WorkPtr NcclCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
   });
 }
 
-WorkPtr NcclCommunicator::Broadcast(MutableBuffer data, int root,
-                                    const CollectiveOptions& options) {
-  Status valid = ValidateBroadcast(size_, data, root);
-  if (!valid.ok()) return CompletedWork("broadcast", valid);
+WorkPtr NcclCommunicator::DoBroadcast(MutableBuffer data, int root,
+                                      const CollectiveOptions& options) {
   return Enqueue("broadcast", options, [&]() -> Status {
     NCCL_CHECK(ncclBroadcast(data.data, data.data, data.count, ToNccl(data.dtype), root,
                              comm_.get(), stream_.get()),
@@ -312,7 +324,7 @@ WorkPtr NcclCommunicator::Broadcast(MutableBuffer data, int root,
   });
 }
 
-WorkPtr NcclCommunicator::Barrier(const CollectiveOptions& options) {
+WorkPtr NcclCommunicator::DoBarrier(const CollectiveOptions& options) {
   return Enqueue("barrier", options, [&]() -> Status {
     NCCL_CHECK(ncclAllReduce(barrier_scratch_.get(), barrier_scratch_.get(), 1, ncclFloat32,
                              ncclSum, comm_.get(), stream_.get()),
@@ -322,10 +334,8 @@ WorkPtr NcclCommunicator::Barrier(const CollectiveOptions& options) {
 }
 
 // NCCL matches point-to-point calls per pair in issue order; `tag` is not carried.
-WorkPtr NcclCommunicator::Send(ConstBuffer data, int peer, uint32_t,
-                               const CollectiveOptions& options) {
-  Status valid = ValidatePeer(rank_, size_, peer, "send");
-  if (!valid.ok()) return CompletedWork("send", valid);
+WorkPtr NcclCommunicator::DoSend(ConstBuffer data, int peer, uint32_t,
+                                 const CollectiveOptions& options) {
   return Enqueue("send", options, [&]() -> Status {
     NCCL_CHECK(
         ncclSend(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
@@ -334,10 +344,8 @@ WorkPtr NcclCommunicator::Send(ConstBuffer data, int peer, uint32_t,
   });
 }
 
-WorkPtr NcclCommunicator::Recv(MutableBuffer data, int peer, uint32_t,
-                               const CollectiveOptions& options) {
-  Status valid = ValidatePeer(rank_, size_, peer, "recv");
-  if (!valid.ok()) return CompletedWork("recv", valid);
+WorkPtr NcclCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t,
+                                 const CollectiveOptions& options) {
   return Enqueue("recv", options, [&]() -> Status {
     NCCL_CHECK(
         ncclRecv(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
@@ -346,11 +354,9 @@ WorkPtr NcclCommunicator::Recv(MutableBuffer data, int peer, uint32_t,
   });
 }
 
-WorkPtr NcclCommunicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
-                                    MutableBuffer output, const std::vector<size_t>& recv_counts,
-                                    const CollectiveOptions& options) {
-  Status valid = ValidateAllToAllV(size_, input, send_counts, output, recv_counts);
-  if (!valid.ok()) return CompletedWork("all_to_all_v", valid);
+WorkPtr NcclCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                                      MutableBuffer output, const std::vector<size_t>& recv_counts,
+                                      const CollectiveOptions& options) {
   return Enqueue("all_to_all_v", options, [&]() -> Status {
     const size_t elem = DataTypeSize(input.dtype);
     const auto send_offsets = Offsets(send_counts);

@@ -11,23 +11,23 @@
 //
 // Generation fencing happens at bootstrap: the unique id is published under a key of this
 // generation together with the generation, and a communicator never outlives its
-// generation. ReduceScatterV / AllGatherV with uneven counts are grouped ncclReduce /
-// ncclBroadcast calls; equal counts use ncclReduceScatter / ncclAllGather.
-// Threading: issuing methods from one thread at a time; Work from any thread.
+// generation; a bootstrap whose generation became obsolete ends at once
+// (NcclCommunicatorOptions::cancelled). ReduceScatterV / AllGatherV with uneven counts are grouped
+// ncclReduce / ncclBroadcast calls; equal counts use ncclReduceScatter / ncclAllGather. Threading:
+// issuing methods from one thread at a time; Work from any thread.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/nccl/nccl_handles.h"
-#include "collectives/store.h"
+#include "common/mutex.h"
 
 namespace retort::collectives::nccl {
 
@@ -38,6 +38,11 @@ struct NcclCommunicatorOptions {
   std::string key_prefix;  // store key "<key_prefix>/unique_id"; empty: "g<generation>/nccl"
   std::chrono::milliseconds default_timeout{30000};
   std::chrono::milliseconds bootstrap_timeout{60000};
+  // Polled (every ~20 ms, on the creating thread) while bootstrap waits for rank 0's unique id
+  // and for the non-blocking initialization: true = this communicator is obsolete (e.g. a newer
+  // generation was published); Create then aborts the half-built NCCL communicator
+  // (ncclCommAbort) and returns ABORTED at once. Empty: never cancelled.
+  std::function<bool()> cancelled;
 };
 
 // Number of CUDA devices visible; 0 when there is no GPU or no driver.
@@ -46,7 +51,7 @@ int CudaDeviceCount();
 class NcclCommunicator final : public Communicator {
  public:
   static StatusOr<std::unique_ptr<NcclCommunicator>> Create(
-      Store* store, int rank, int size, uint64_t generation,
+      BootstrapStore* store, int rank, int size, uint64_t generation,
       const NcclCommunicatorOptions& options = {});
   ~NcclCommunicator() override;
 
@@ -58,22 +63,24 @@ class NcclCommunicator final : public Communicator {
   // Stream the operations run on (make another stream wait on it instead of on the Work).
   cudaStream_t completion_stream() const { return stream_.get(); }
 
-  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                         ReduceOp op, const CollectiveOptions& options = {}) override;
-  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                     const CollectiveOptions& options = {}) override;
-  WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
-                    const CollectiveOptions& options = {}) override;
-  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {}) override;
-  WorkPtr Barrier(const CollectiveOptions& options = {}) override;
-  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
-                    const std::vector<size_t>& recv_counts,
-                    const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
+
+ protected:
+  WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                           const std::vector<size_t>& counts, ReduceOp op,
+                           const CollectiveOptions& options) override;
+  WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                       const CollectiveOptions& options) override;
+  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) override;
+  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) override;
+  WorkPtr DoBarrier(const CollectiveOptions& options) override;
+  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                      MutableBuffer output, const std::vector<size_t>& recv_counts,
+                      const CollectiveOptions& options) override;
 
  private:
   struct Pending {
@@ -84,9 +91,9 @@ class NcclCommunicator final : public Communicator {
   // Makes the stream wait for the caller's stream, runs `enqueue` (NCCL calls), records the
   // completion event and hands the Work to the watchdog.
   WorkPtr Enqueue(const std::string& description, const CollectiveOptions& options,
-                  const std::function<Status()>& enqueue);
-  void Watchdog();
-  void Break(const Status& reason);  // requires mu_
+                  const std::function<Status()>& enqueue) RETORT_EXCLUDES(mu_);
+  void Watchdog() RETORT_EXCLUDES(mu_);
+  void Break(const Status& reason) RETORT_REQUIRES(mu_);
 
   const int rank_;
   const int size_;
@@ -96,11 +103,11 @@ class NcclCommunicator final : public Communicator {
   CudaEvent caller_ready_;
   DeviceBuffer barrier_scratch_;
   NcclComm comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;  // guarded by mu_
-  Status broken_;                // guarded by mu_
-  bool stopping_ = false;        // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending> pending_ RETORT_GUARDED_BY(mu_);
+  Status broken_ RETORT_GUARDED_BY(mu_);
+  bool stopping_ RETORT_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };
 

@@ -8,7 +8,8 @@
 namespace retort::collectives::ucx {
 
 StatusOr<std::unique_ptr<UcxCommunicator>> UcxCommunicator::Create(
-    Store* store, int rank, int size, uint64_t generation, const UcxCommunicatorOptions& options) {
+    BootstrapStore* store, int rank, int size, uint64_t generation,
+    const UcxCommunicatorOptions& options) {
   if (options.chunk_bytes == 0) return InvalidArgumentError("ucx: chunk_bytes must be > 0");
   const std::string prefix =
       options.key_prefix.empty() ? "g" + std::to_string(generation) + "/ucx" : options.key_prefix;
@@ -20,7 +21,8 @@ StatusOr<std::unique_ptr<UcxCommunicator>> UcxCommunicator::Create(
 }
 
 StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
-    Store* store, int rank, int size, uint64_t generation, const UcxCommunicatorOptions& options) {
+    BootstrapStore* store, int rank, int size, uint64_t generation,
+    const UcxCommunicatorOptions& options) {
   RETORT_ASSIGN_OR_RETURN(auto comm,
                           UcxCommunicator::Create(store, rank, size, generation, options));
   return std::unique_ptr<Communicator>(std::move(comm));
@@ -72,70 +74,63 @@ WorkPtr UcxCommunicator::SubmitCollective(std::string description, const Collect
                            });
 }
 
-WorkPtr UcxCommunicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                        const std::vector<size_t>& counts, ReduceOp op,
-                                        const CollectiveOptions& options) {
-  Status valid = ValidateReduceScatterV(rank(), size(), input, output, counts);
-  if (!valid.ok()) return CompletedWork("reduce_scatter", valid);
+WorkPtr UcxCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                          const std::vector<size_t>& counts, ReduceOp op,
+                                          const CollectiveOptions& options) {
   return SubmitCollective("reduce_scatter", options, [=](const RingContext& ctx) {
     return RingReduceScatterV(ctx, input, output, counts, op);
   });
 }
 
-WorkPtr UcxCommunicator::AllGatherV(ConstBuffer input, MutableBuffer output,
-                                    const std::vector<size_t>& counts,
-                                    const CollectiveOptions& options) {
-  Status valid = ValidateAllGatherV(rank(), size(), input, output, counts);
-  if (!valid.ok()) return CompletedWork("all_gather", valid);
+WorkPtr UcxCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                                      const std::vector<size_t>& counts,
+                                      const CollectiveOptions& options) {
   return SubmitCollective("all_gather", options, [=](const RingContext& ctx) {
     return RingAllGatherV(ctx, input, output, counts);
   });
 }
 
-WorkPtr UcxCommunicator::AllReduce(MutableBuffer data, ReduceOp op,
-                                   const CollectiveOptions& options) {
-  Status valid = CheckBuffer(data.data, data.count, "all_reduce data");
-  if (!valid.ok()) return CompletedWork("all_reduce", valid);
+WorkPtr UcxCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
+                                     const CollectiveOptions& options) {
   return SubmitCollective("all_reduce", options,
                           [=](const RingContext& ctx) { return RingAllReduce(ctx, data, op); });
 }
 
-WorkPtr UcxCommunicator::Broadcast(MutableBuffer data, int root, const CollectiveOptions& options) {
-  Status valid = ValidateBroadcast(size(), data, root);
-  if (!valid.ok()) return CompletedWork("broadcast", valid);
+WorkPtr UcxCommunicator::DoBroadcast(MutableBuffer data, int root,
+                                     const CollectiveOptions& options) {
   return SubmitCollective("broadcast", options,
                           [=](const RingContext& ctx) { return ChainBroadcast(ctx, data, root); });
 }
 
-WorkPtr UcxCommunicator::Barrier(const CollectiveOptions& options) {
+WorkPtr UcxCommunicator::DoBarrier(const CollectiveOptions& options) {
   return SubmitCollective("barrier", options,
                           [](const RingContext& ctx) { return DisseminationBarrier(ctx); });
 }
 
-WorkPtr UcxCommunicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
-                                   MutableBuffer output, const std::vector<size_t>& recv_counts,
-                                   const CollectiveOptions& options) {
-  Status valid = ValidateAllToAllV(size(), input, send_counts, output, recv_counts);
-  if (!valid.ok()) return CompletedWork("all_to_all_v", valid);
+WorkPtr UcxCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                                     MutableBuffer output, const std::vector<size_t>& recv_counts,
+                                     const CollectiveOptions& options) {
   return SubmitCollective("all_to_all_v", options, [=](const RingContext& ctx) {
     return DirectAllToAllV(ctx, input, send_counts, output, recv_counts);
   });
 }
 
-WorkPtr UcxCommunicator::Send(ConstBuffer data, int peer, uint32_t tag,
-                              const CollectiveOptions& options) {
+WorkPtr UcxCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
+                                const CollectiveOptions& options) {
   return SubmitPointToPoint("send", true, const_cast<void*>(data.data), data.bytes(), peer, tag,
                             options, std::nullopt);
 }
 
-WorkPtr UcxCommunicator::Recv(MutableBuffer data, int peer, uint32_t tag,
-                              const CollectiveOptions& options) {
+WorkPtr UcxCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                                const CollectiveOptions& options) {
   return SubmitPointToPoint("recv", false, data.data, data.bytes(), peer, tag, options,
                             std::nullopt);
 }
 
 WorkPtr UcxCommunicator::SendWithGenerationForTesting(ConstBuffer data, int peer, uint32_t tag,
                                                       uint64_t generation) {
+  Status valid = ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "send");
+  if (!valid.ok()) return CompletedWork("send (forged generation)", valid);
   return SubmitPointToPoint("send (forged generation)", true, const_cast<void*>(data.data),
                             data.bytes(), peer, tag, {}, generation);
 }
@@ -144,13 +139,13 @@ WorkPtr UcxCommunicator::SubmitPointToPoint(std::string description, bool send, 
                                             size_t bytes, int peer, uint32_t tag,
                                             const CollectiveOptions& options,
                                             std::optional<uint64_t> forged_generation) {
-  Status valid = ValidatePeer(rank(), size(), peer, description.c_str());
-  if (valid.ok()) valid = CheckBuffer(data, bytes, description.c_str());
-  if (valid.ok() && tag > kMaxSlot) {
-    valid = InvalidArgumentError(description + ": tag " + std::to_string(tag) + " > " +
-                                 std::to_string(kMaxSlot));
+  // Peer and buffer were checked by Communicator (or SendWithGenerationForTesting); the tag
+  // range is this backend's own limit.
+  if (tag > kMaxSlot) {
+    return CompletedWork(description,
+                         InvalidArgumentError(description + ": tag " + std::to_string(tag) + " > " +
+                                              std::to_string(kMaxSlot)));
   }
-  if (!valid.ok()) return CompletedWork(description, valid);
   const uint32_t sequence = send ? send_sequence_[peer]++ : recv_sequence_[peer]++;
   const MessageTag message_tag{true, sequence, tag};
   description += (send ? " to rank " : " from rank ") + std::to_string(peer);

@@ -16,16 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/executor.h"
 #include "collectives/ring.h"
-#include "collectives/store.h"
 #include "collectives/ucx/ucx_transport.h"
 
 namespace retort::collectives::ucx {
 
 struct UcxCommunicatorOptions {
-  // Store keys are "<key_prefix>/rank<r>"; empty: "g<generation>/ucx".
+  // Bootstrap-store keys are "<key_prefix>/rank<r>"; empty: "g<generation>/ucx".
   std::string key_prefix;
   std::chrono::milliseconds default_timeout{30000};
   // Bound on creation (store exchange + hello with every peer).
@@ -47,7 +47,7 @@ class UcxCommunicator final : public Communicator {
   // Blocks until every rank of the world created its communicator (or the bootstrap
   // deadline). `store` is only used during the call.
   static StatusOr<std::unique_ptr<UcxCommunicator>> Create(
-      Store* store, int rank, int size, uint64_t generation,
+      BootstrapStore* store, int rank, int size, uint64_t generation,
       const UcxCommunicatorOptions& options = {});
   ~UcxCommunicator() override;
 
@@ -57,21 +57,6 @@ class UcxCommunicator final : public Communicator {
   std::chrono::milliseconds default_timeout() const override { return options_.default_timeout; }
   std::string name() const override { return "ucx"; }
 
-  WorkPtr ReduceScatterV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                         ReduceOp op, const CollectiveOptions& options = {}) override;
-  WorkPtr AllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                     const CollectiveOptions& options = {}) override;
-  WorkPtr AllReduce(MutableBuffer data, ReduceOp op,
-                    const CollectiveOptions& options = {}) override;
-  WorkPtr Broadcast(MutableBuffer data, int root, const CollectiveOptions& options = {}) override;
-  WorkPtr Barrier(const CollectiveOptions& options = {}) override;
-  WorkPtr Send(ConstBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr Recv(MutableBuffer data, int peer, uint32_t tag,
-               const CollectiveOptions& options = {}) override;
-  WorkPtr AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts, MutableBuffer output,
-                    const std::vector<size_t>& recv_counts,
-                    const CollectiveOptions& options = {}) override;
   void Abort(const std::string& reason) override;
   std::vector<int> FailedPeers() const override { return transport_->FailedPeers(); }
   // The transports chosen per peer at bootstrap (UCX lanes, CMA threshold): for logs.
@@ -81,6 +66,23 @@ class UcxCommunicator final : public Communicator {
   // that check generation fencing on the receiving side.
   WorkPtr SendWithGenerationForTesting(ConstBuffer data, int peer, uint32_t tag,
                                        uint64_t generation);
+
+ protected:
+  WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                           const std::vector<size_t>& counts, ReduceOp op,
+                           const CollectiveOptions& options) override;
+  WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                       const CollectiveOptions& options) override;
+  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) override;
+  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) override;
+  WorkPtr DoBarrier(const CollectiveOptions& options) override;
+  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                      MutableBuffer output, const std::vector<size_t>& recv_counts,
+                      const CollectiveOptions& options) override;
 
  private:
   struct InFlight {
@@ -114,7 +116,7 @@ class UcxCommunicator final : public Communicator {
 
 // The factory the worker calls: a flat UCX communicator for one generation.
 StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
-    Store* store, int rank, int size, uint64_t generation,
+    BootstrapStore* store, int rank, int size, uint64_t generation,
     const UcxCommunicatorOptions& options = {});
 
 }  // namespace retort::collectives::ucx

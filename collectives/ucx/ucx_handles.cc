@@ -35,6 +35,10 @@ StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
     UCX_CHECK(ucp_config_modify(config.get(), "TLS", options.transports.c_str()),
               "setting UCX transports to '" + options.transports + "'");
   }
+  if (!options.net_devices.empty()) {
+    UCX_CHECK(ucp_config_modify(config.get(), "NET_DEVICES", options.net_devices.c_str()),
+              "setting UCX network devices to '" + options.net_devices + "'");
+  }
   if (options.shared_memory_error_handling) {
     // Shared-memory transports only take part in peer-failure error handling when asked;
     // without this every local peer would be reached over TCP loopback.

@@ -31,7 +31,17 @@ struct UcxContextOptions {
   // UCX_TLS-style transport list; empty: UCX's choice (or the UCX_TLS env). The default is
   // shared memory + CMA on one host and TCP between hosts (UCX's own choice measured several
   // times slower here); on InfiniBand clusters add "rc,ud" (or "dc").
-  std::string transports = "posix,cma,tcp,self";
+  // Shared memory is System V, not posix: posix segments are attached through
+  // /proc/<pid>/fd/<n> links, and every generation re-creates the UCX worker, so a peer's
+  // endpoint from the previous generation can attach a descriptor number the owner has since
+  // reused for another segment (a kill -9 test crashed a surviving neighbour in UCX 1.13's posix
+  // attach, mm_posix.c "length > 0"). A System V id is not reused that way, and a stale attach
+  // fails cleanly. Same bandwidth (bench/collectives/RESULTS.md).
+  std::string transports = "sysv,cma,tcp,self";
+  // UCX_NET_DEVICES-style list of the network interfaces the network transports (tcp, rc, ...)
+  // bind and listen on, e.g. "lo" or "eth0"; empty: every interface. Workers set it to the
+  // interface of their --data-address (net_interface.h).
+  std::string net_devices;
   // Let the shared-memory transports (posix, sysv) join peer-failure error handling; off,
   // UCX reaches local peers over TCP loopback only (several times slower).
   bool shared_memory_error_handling = true;

@@ -3,7 +3,7 @@
 namespace retort::collectives::ucx {
 
 StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
-    Store* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
+    BootstrapStore* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
     const UcxCommunicatorOptions& options) {
   if (static_cast<int>(layout.node_of_rank.size()) != size) {
     return InvalidArgumentError("hierarchical: layout has " +

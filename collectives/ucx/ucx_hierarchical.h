@@ -14,7 +14,7 @@ namespace retort::collectives::ucx {
 // keys "g<generation>/hier/intra<node>", ".../inter<local index>", ".../global"), then
 // composes them. Every rank of the world must call it.
 StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
-    Store* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
+    BootstrapStore* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
     const UcxCommunicatorOptions& options = {});
 
 }  // namespace retort::collectives::ucx

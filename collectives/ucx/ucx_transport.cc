@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "collectives/bootstrap_wait.h"
 #include "collectives/ucx/ucx_check.h"
 #include "collectives/ucx/ucx_wire.h"
 #include "common/logging.h"
@@ -43,7 +44,7 @@ UcxTransport::UcxTransport(int rank, int size, uint64_t generation)
     : rank_(rank), size_(size), generation_(generation), peers_(static_cast<size_t>(size)) {}
 
 StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
-    Store* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
+    BootstrapStore* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
     const UcxContextOptions& options, Deadline deadline, const std::function<bool()>& cancelled) {
   if (size < 1 || size > kMaxUcxWorldSize) {
     return InvalidArgumentError("ucx: world size " + std::to_string(size) + " outside [1, " +
@@ -93,8 +94,8 @@ Status UcxTransport::BootstrapCancelled(const std::string& waiting_for) const {
                       ": the communicator is obsolete (a newer generation was published)");
 }
 
-Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadline deadline,
-                             const std::function<bool()>& cancelled) {
+Status UcxTransport::Connect(BootstrapStore* store, const std::string& key_prefix,
+                             Deadline deadline, const std::function<bool()>& cancelled) {
   RETORT_ASSIGN_OR_RETURN(std::string address, WorkerAddress(worker_.get()));
   std::ostringstream record;
   record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << ' '
@@ -109,17 +110,11 @@ Status UcxTransport::Connect(Store* store, const std::string& key_prefix, Deadli
     peers_[p].rank = p;
     if (p == rank_) continue;
     const std::string key = key_prefix + "/rank" + std::to_string(p);
-    StatusOr<std::string> got = std::string();
-    // With a cancellation check, wait in short slices and poll it between them.
-    while (true) {
-      if (cancelled && cancelled()) return BootstrapCancelled("the store key '" + key + "'");
-      const Deadline slice =
-          cancelled ? deadline.Min(Deadline::AfterMs(kBootstrapPollMs)) : deadline;
-      got = store->Get(key, slice);
-      if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded || deadline.Expired())
-        break;
-    }
-    RETORT_ASSIGN_OR_RETURN(std::string value, std::move(got));
+    RETORT_ASSIGN_OR_RETURN(std::string value,
+                            GetUnlessCancelled(
+                                store, key, deadline, cancelled,
+                                [&] { return BootstrapCancelled("the store key '" + key + "'"); },
+                                std::chrono::milliseconds(kBootstrapPollMs)));
     const size_t newline = value.find('\n');
     std::istringstream header(value.substr(0, newline == std::string::npos ? 0 : newline));
     std::string magic;
@@ -381,11 +376,21 @@ Status UcxTransport::Result(const Request& r) const {
                               " bytes (count or dtype differ between the ranks)");
 }
 
-Status UcxTransport::CheckPeersAndTraffic() const {
+bool UcxTransport::WaitingOn(int peer) {
+  for (auto& r : operation_requests_)
+    if (r->peer == peer && !Poll(*r)) return true;
+  return false;
+}
+
+Status UcxTransport::CheckPeersAndTraffic() {
   for (const Peer& peer : peers_) {
-    if (peer.error != UCS_OK) {
-      return PeerFailure(peer, "ucx");
-    }
+    if (peer.error == UCS_OK) continue;
+    // A peer that said goodbye finished (or gave up) on its own; once everything this
+    // operation exchanges with it is done, its closed endpoint is no failure of ours (a rank
+    // that completed a collective may close before its neighbours have). A peer that vanished
+    // without a goodbye fails the operation at once.
+    if (peer.said_goodbye && !WaitingOn(peer.rank)) continue;
+    return PeerFailure(peer, "ucx");
   }
   // Traffic of a nearby generation (a straggler of the previous world, or a peer already in
   // the next) is refused rather than left to time out.
@@ -525,7 +530,10 @@ void UcxTransport::CloseEndpoints(bool force) {
     while (ucp_request_check_status(request) == UCS_INPROGRESS && !deadline.Expired()) {
       ucp_worker_progress(worker_.get());
     }
-    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+    // Released also when still in progress (a peer cut off over TCP can hold a close past the
+    // grace): UCX finishes it internally, and destroying the worker with a close request the
+    // application never released aborts the process (ucp_ep.c assertion in UCX 1.13).
+    ucp_request_free(request);
   }
 }
 

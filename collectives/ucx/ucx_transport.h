@@ -32,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "collectives/store.h"
+#include "collectives/bootstrap_store.h"
 #include "collectives/transport.h"
 #include "collectives/ucx/cma.h"
 #include "collectives/ucx/ucx_handles.h"
@@ -79,7 +79,7 @@ class UcxTransport final : public Transport {
   // `cancelled` (may be empty) is polled every ~kBootstrapPollMs while waiting for peers (their
   // store records and hellos); once it returns true, Create returns ABORTED at once.
   static StatusOr<std::unique_ptr<UcxTransport>> Create(
-      Store* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
+      BootstrapStore* store, const std::string& key_prefix, int rank, int size, uint64_t generation,
       const UcxContextOptions& options, Deadline deadline,
       const std::function<bool()>& cancelled = {});
   // How often a bootstrap wait polls its cancellation check.
@@ -156,7 +156,7 @@ class UcxTransport final : public Transport {
   // Send side on cancellation: the receiver must not trust the buffer from now on.
   void WithdrawCmaSend(Request& request);
   std::string Describe();
-  Status Connect(Store* store, const std::string& key_prefix, Deadline deadline,
+  Status Connect(BootstrapStore* store, const std::string& key_prefix, Deadline deadline,
                  const std::function<bool()>& cancelled);
   Status ExchangeHello(Deadline deadline, const std::function<bool()>& cancelled);
   // ABORTED naming the generation and what bootstrap was waiting for.
@@ -166,7 +166,12 @@ class UcxTransport final : public Transport {
                                           size_t bytes);
   bool Poll(Request& request);
   Status Result(const Request& request) const;
-  Status CheckPeersAndTraffic() const;
+  // Fails when a peer this operation still waits on has failed (a peer that closed its
+  // communicator on purpose after its last message to us is not waited on), or when traffic of
+  // a nearby generation arrived.
+  Status CheckPeersAndTraffic();
+  // Whether a request of the current operation to or from `peer` is still unfinished.
+  bool WaitingOn(int peer);
   void CloseEndpoints(bool force);
 
   const int rank_;

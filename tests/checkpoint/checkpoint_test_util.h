@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/shard_file.h"
+#include "checkpoint/shard_reader.h"
 #include "testing/subprocess.h"
 
 namespace retort::checkpoint::testing_util {

@@ -7,8 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+
 #include "checkpoint/shard_file.h"
+#include "checkpoint/shard_format.h"
+#include "checkpoint/shard_reader.h"
 #include "checkpoint_test_util.h"
+#include "common/checksum.h"
 
 namespace retort::checkpoint {
 namespace {
@@ -185,6 +191,50 @@ int RunWithFileSizeLimit(rlim_t limit, const std::function<int()>& body) {
   int status = 0;
   if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Found with tests/fuzz (fuzz_checkpoint): a header whose range count is 2^62 + 1 passed every
+// check, because 4 * count wrapped to 4 bytes and the layout fields agreed with that; reading
+// three elements then verified chunk CRCs past the end of the chunk table (a heap overflow under
+// ASan). The file below is consistent in every other way: header and table CRCs are right, and
+// its data chunks are chosen (z has CRC32C 0) so that every CRC the reader checks before the
+// overflow matches. The header is refused instead, naming the count.
+TEST_F(ShardCorruptionTest, RangeCountWhoseSizeWrapsIsRefusedInTheHeader) {
+  using namespace internal;
+  ShardHeader h;
+  h.world_size = 1;
+  h.generation = 3;
+  h.global_step = 40;
+  h.total_elements = (int64_t{1} << 62) + 1;
+  h.range_count = h.total_elements;
+  const Layout layout = MakeLayout(h, 4);
+  ASSERT_EQ(layout.file_bytes, 4096u + 12 + 12 + 16) << "the sizes wrapped";
+  std::string file(layout.file_bytes, '\0');
+  auto* b = reinterpret_cast<unsigned char*>(file.data());
+  EncodeHeader(layout, b);
+  const std::string z("\xab\x9b\xe0\x9b", 4);
+  ASSERT_EQ(Crc32c(z), 0u);
+  const std::string data = std::string("\x01\x02\x03\x04", 4) + z + z;
+  std::memcpy(b + 4096, data.data(), data.size());
+  const uint32_t table[3] = {Crc32c(data.substr(0, 4)), 0, 0};
+  std::memcpy(b + 4108, table, sizeof(table));
+  Put<uint32_t>(b, 4120, Crc32c(table, sizeof(table)));
+  std::memcpy(b + 4128, kEndMagic, sizeof(kEndMagic));
+  const std::string dir = root_ + "/wrapped";
+  std::filesystem::create_directories(dir);
+  WriteBytes(dir + "/shard-00000.bin", file);
+  v1::CheckpointManifest m;
+  m.set_checkpoint_id(1);
+  m.set_generation(3);
+  m.set_step(40);
+  m.set_world_size(1);
+  m.mutable_plan()->set_total_elements(h.total_elements);
+  m.mutable_plan()->add_ranges()->set_count(h.range_count);
+  auto* f = m.add_files();
+  f->set_path("shard-00000.bin");
+  f->set_size_bytes(static_cast<int64_t>(file.size()));
+  auto got = ReadRange(dir, m, 0, 3);
+  EXPECT_TRUE(DataLossNaming(got.status(), {"shard-00000.bin", "header", "range count"}));
 }
 
 TEST_F(ShardCorruptionTest, FullDiskFailsCleanlyAndTouchesNothingElse) {

@@ -1,6 +1,7 @@
 // Shard files round-trip: a checkpoint written by N ranks reads back bit-exactly at any world
 // size M, for any range, reading only the shards a range overlaps.
 #include "checkpoint/shard_file.h"
+#include "checkpoint/shard_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/reduce.h"
-#include "collectives/store.h"
 
 namespace retort::collectives::testing {
 
@@ -114,7 +114,7 @@ inline ::testing::AssertionResult MatchesReduction(const TypedBuffer& got, size_
 }
 
 using CommunicatorFactory = std::function<StatusOr<std::unique_ptr<Communicator>>(
-    Store* store, int rank, int size, uint64_t generation)>;
+    BootstrapStore* store, int rank, int size, uint64_t generation)>;
 
 // Runs `body` on `world` threads, each with its own communicator from `factory`.
 inline void RunThreadRanks(int world, const CommunicatorFactory& factory,

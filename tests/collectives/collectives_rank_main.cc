@@ -2,7 +2,7 @@
 // fork/exec and bootstrapped through a FileStore.
 //   --mode=correctness  every collective checked against the reference (gtest assertions);
 //                       exit 0 when all pass.
-//   --mode=loop         all-reduce in a loop (bounded by --loop_seconds); writes
+//   --mode=loop         all-reduce in a loop (bounded by --loop-seconds); writes
 //                       <status_dir>/rank<r>.progress after the first success and, on a failed
 //                       operation, <status_dir>/rank<r>.error with the status, then exits 3.
 #include <gtest/gtest.h>
@@ -114,27 +114,22 @@ TEST(RankMain, Run) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   using retort::collectives::testing::g_options;
-  retort::ArgParser parser("collectives_rank_main --rank=R --world=N --store_dir=DIR [...]",
+  retort::ArgParser parser("collectives_rank_main --rank=R --world=N --store-dir=DIR [...]",
                            "One rank of a multi-process collectives test.");
   parser.AddInt("rank", &g_options.rank, "this process's rank");
   parser.AddInt("world", &g_options.world, "number of ranks");
   parser.AddInt("generation", &g_options.generation, "generation of the communicator");
-  parser.AddString("store_dir", &g_options.store_dir, "FileStore directory shared by the ranks");
-  parser.AddString("status_dir", &g_options.status_dir, "where --mode=loop reports");
+  parser.AddString("store-dir", &g_options.store_dir, "FileStore directory shared by the ranks");
+  parser.AddString("status-dir", &g_options.status_dir, "where --mode=loop reports");
   parser.AddString("mode", &g_options.mode, "correctness | loop");
   parser.AddString("backend", &g_options.backend, "ucx | hierarchical");
-  parser.AddInt("local_size", &g_options.local_size, "ranks per node (hierarchical)");
-  parser.AddInt("timeout_ms", &g_options.timeout_ms, "per-operation timeout");
+  parser.AddInt("local-size", &g_options.local_size, "ranks per node (hierarchical)");
+  parser.AddInt("timeout-ms", &g_options.timeout_ms, "per-operation timeout");
   parser.AddInt("count", &g_options.count, "elements per all-reduce (loop)");
-  parser.AddInt("loop_seconds", &g_options.loop_seconds, "bound on the loop mode");
+  parser.AddInt("loop-seconds", &g_options.loop_seconds, "bound on the loop mode");
   parser.AddBool("big", &g_options.big, "also run the 64 MiB cases");
-  parser.AddInt("linger_ms", &g_options.linger_ms,
+  parser.AddInt("linger-ms", &g_options.linger_ms,
                 "--mode=loop: stay up this long after a failed collective before exiting");
-  auto parsed = parser.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::cerr << parsed.status() << "\n";
-    return 2;
-  }
-  if (!*parsed) return 0;
+  if (auto code = parser.ParseOrExitCode(argc, argv, "collectives_rank_main")) return *code;
   return RUN_ALL_TESTS();
 }

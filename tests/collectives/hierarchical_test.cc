@@ -9,7 +9,7 @@ namespace retort::collectives::testing {
 namespace {
 
 CommunicatorFactory HierarchicalFactory(std::vector<int> node_of_rank) {
-  return [node_of_rank](Store* store, int rank, int size, uint64_t generation) {
+  return [node_of_rank](BootstrapStore* store, int rank, int size, uint64_t generation) {
     ucx::UcxCommunicatorOptions options;
     options.chunk_bytes = 32 << 10;
     options.default_timeout = std::chrono::milliseconds(20000);

@@ -13,7 +13,7 @@ namespace {
 int WorldForThisMachine() { return std::min(nccl::CudaDeviceCount(), 4); }
 
 CommunicatorFactory NcclFactory() {
-  return [](Store* store, int rank, int size,
+  return [](BootstrapStore* store, int rank, int size,
             uint64_t generation) -> StatusOr<std::unique_ptr<Communicator>> {
     nccl::NcclCommunicatorOptions options;
     options.device = rank;

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "collectives/store.h"
+#include "collectives/bootstrap_store.h"
 #include "collectives/ucx/ucx_communicator.h"
 
 namespace retort::collectives::testing {
@@ -32,9 +32,9 @@ ucx::UcxCommunicatorOptions Options(const std::atomic<bool>* cancelled) {
 
 // Publishes like its base but never finds a key: a rank that uses it announces its address and
 // then never reaches its hello (as a rank that moved on to a newer generation).
-class PublishOnlyStore final : public Store {
+class PublishOnlyStore final : public BootstrapStore {
  public:
-  explicit PublishOnlyStore(Store* base) : base_(base) {}
+  explicit PublishOnlyStore(BootstrapStore* base) : base_(base) {}
   Status Set(const std::string& key, const std::string& value, Deadline deadline) override {
     return base_->Set(key, value, deadline);
   }
@@ -44,7 +44,7 @@ class PublishOnlyStore final : public Store {
   }
 
  private:
-  Store* base_;
+  BootstrapStore* base_;
 };
 
 TEST(UcxBootstrapCancelTest, WaitForAPeersRecordEndsWhenCancelled) {

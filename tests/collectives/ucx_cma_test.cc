@@ -28,7 +28,7 @@ ucx::UcxCommunicatorOptions Options(size_t cma_min_bytes, ProgressMode progress,
 }
 
 CommunicatorFactory Factory(size_t cma_min_bytes, ProgressMode progress) {
-  return [=](Store* store, int rank, int size, uint64_t generation) {
+  return [=](BootstrapStore* store, int rank, int size, uint64_t generation) {
     return ucx::CreateUcxCommunicator(store, rank, size, generation,
                                       Options(cma_min_bytes, progress));
   };

@@ -44,7 +44,7 @@ TEST(UcxGenerationTest, PeerAtAnotherGenerationIsRefusedAtBootstrap) {
 TEST(UcxGenerationTest, StaleGenerationMessageIsRefusedNotDelivered) {
   RunThreadRanks(
       2,
-      [](Store* store, int rank, int size, uint64_t generation) {
+      [](BootstrapStore* store, int rank, int size, uint64_t generation) {
         return ucx::CreateUcxCommunicator(store, rank, size, generation, ShortOptions());
       },
       [](Communicator& comm) {
@@ -76,7 +76,7 @@ TEST(UcxGenerationTest, AbortCompletesRunningAndQueuedWork) {
   std::atomic<bool> rank0_done{false};
   RunThreadRanks(
       2,
-      [](Store* store, int rank, int size, uint64_t generation) {
+      [](BootstrapStore* store, int rank, int size, uint64_t generation) {
         return ucx::CreateUcxCommunicator(store, rank, size, generation, ShortOptions());
       },
       [&](Communicator& comm) {

@@ -3,8 +3,6 @@
 // the middle of a collective and check the survivors fail within 2x the operation timeout.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -13,6 +11,8 @@
 
 #include "common/deadline.h"
 #include "common/file_util.h"
+#include "common/process.h"
+#include "testing/subprocess.h"
 
 namespace retort::collectives::testing {
 namespace {
@@ -20,39 +20,21 @@ namespace {
 const std::string kRankBinary =
     std::string(RETORT_BINARY_DIR) + "/tests/collectives/collectives_rank_main";
 
-std::string MakeTempDir() {
-  char dir[] = "/tmp/retort_collectives_XXXXXX";
-  if (mkdtemp(dir) == nullptr) return "";
-  return dir;
-}
-
 pid_t Spawn(const std::vector<std::string>& args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kRankBinary.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(kRankBinary.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
+  std::vector<std::string> argv = {kRankBinary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  StatusOr<SpawnedProcess> spawned = SpawnProcess(argv);
+  EXPECT_TRUE(spawned.ok()) << spawned.status();
+  return spawned.ok() ? spawned->pid : -1;
 }
 
 // Waits for `pid` until `deadline`; returns its exit code, 128+signal, or -1 on timeout (the
 // process is then killed).
-int WaitExit(pid_t pid, Deadline deadline) {
-  for (;;) {
-    int status = 0;
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (deadline.Expired()) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+int WaitExitOrKill(pid_t pid, Deadline deadline) {
+  if (pid <= 0) return -1;
+  if (auto code = WaitExit(pid, deadline)) return *code;
+  KillAndWait(pid, Deadline::AfterMs(5000));
+  return -1;
 }
 
 std::vector<pid_t> SpawnWorld(int world, const std::string& store_dir,
@@ -61,7 +43,7 @@ std::vector<pid_t> SpawnWorld(int world, const std::string& store_dir,
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> args = {"--rank=" + std::to_string(r),
                                      "--world=" + std::to_string(world),
-                                     "--store_dir=" + store_dir};
+                                     "--store-dir=" + store_dir};
     args.insert(args.end(), extra.begin(), extra.end());
     pids.push_back(Spawn(args));
   }
@@ -69,11 +51,10 @@ std::vector<pid_t> SpawnWorld(int world, const std::string& store_dir,
 }
 
 void ExpectAllSucceed(int world, const std::vector<std::string>& extra) {
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
+  const std::string dir = retort::testing::MakeTempDir("retort_collectives");
   auto pids = SpawnWorld(world, dir + "/store", extra);
   const Deadline deadline = Deadline::AfterMs(120000);
-  for (int r = 0; r < world; ++r) EXPECT_EQ(WaitExit(pids[r], deadline), 0) << "rank " << r;
+  for (int r = 0; r < world; ++r) EXPECT_EQ(WaitExitOrKill(pids[r], deadline), 0) << "rank " << r;
 }
 
 TEST(UcxMultiProcessTest, TwoRanksIncluding64MiB) { ExpectAllSucceed(2, {"--big"}); }
@@ -81,16 +62,15 @@ TEST(UcxMultiProcessTest, TwoRanksIncluding64MiB) { ExpectAllSucceed(2, {"--big"
 TEST(UcxMultiProcessTest, ThreeRanks) { ExpectAllSucceed(3, {}); }
 
 TEST(UcxMultiProcessTest, FourRanksHierarchicalTwoNodesOfTwo) {
-  ExpectAllSucceed(4, {"--backend=hierarchical", "--local_size=2"});
+  ExpectAllSucceed(4, {"--backend=hierarchical", "--local-size=2"});
 }
 
 void KillOneRankMidCollective(int world, int victim, const std::vector<std::string>& extra) {
   const int timeout_ms = 3000;
-  const std::string dir = MakeTempDir();
-  ASSERT_FALSE(dir.empty());
-  std::vector<std::string> args = {"--mode=loop", "--status_dir=" + dir,
-                                   "--timeout_ms=" + std::to_string(timeout_ms),
-                                   "--count=" + std::to_string(4 << 20), "--loop_seconds=60"};
+  const std::string dir = retort::testing::MakeTempDir("retort_collectives");
+  std::vector<std::string> args = {"--mode=loop", "--status-dir=" + dir,
+                                   "--timeout-ms=" + std::to_string(timeout_ms),
+                                   "--count=" + std::to_string(4 << 20), "--loop-seconds=60"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto pids = SpawnWorld(world, dir + "/store", args);
   // Wait until every rank has completed an all-reduce, so the kill lands mid-loop.
@@ -104,10 +84,11 @@ void KillOneRankMidCollective(int world, int victim, const std::vector<std::stri
   }
   ASSERT_EQ(kill(pids[victim], SIGKILL), 0);
   const auto killed_at = SteadyClock::now();
-  EXPECT_EQ(WaitExit(pids[victim], Deadline::AfterMs(5000)), 128 + SIGKILL);
+  EXPECT_EQ(WaitExitOrKill(pids[victim], Deadline::AfterMs(5000)), 128 + SIGKILL);
   for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
-    const int code = WaitExit(pids[r], Deadline::After(std::chrono::milliseconds(4 * timeout_ms)));
+    const int code =
+        WaitExitOrKill(pids[r], Deadline::After(std::chrono::milliseconds(4 * timeout_ms)));
     const auto elapsed = SteadyClock::now() - killed_at;
     EXPECT_EQ(code, 3) << "rank " << r << " did not report a failed collective";
     EXPECT_LT(elapsed, std::chrono::milliseconds(2 * timeout_ms)) << "rank " << r;
@@ -136,7 +117,7 @@ TEST(UcxMultiProcessFaultTest, KillOneOfThreeRanksMidAllReduce) {
 }
 
 TEST(UcxMultiProcessFaultTest, KillOneOfFourRanksMidHierarchicalAllReduce) {
-  KillOneRankMidCollective(4, 2, {"--backend=hierarchical", "--local_size=2"});
+  KillOneRankMidCollective(4, 2, {"--backend=hierarchical", "--local-size=2"});
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace {
 
 CommunicatorFactory UcxFactory(size_t chunk_bytes = 64 << 10,
                                ProgressMode progress = ProgressMode::kBackgroundThread) {
-  return [chunk_bytes, progress](Store* store, int rank, int size, uint64_t generation) {
+  return [chunk_bytes, progress](BootstrapStore* store, int rank, int size, uint64_t generation) {
     ucx::UcxCommunicatorOptions options;
     options.chunk_bytes = chunk_bytes;
     options.progress = progress;

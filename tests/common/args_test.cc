@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "common/logging.h"
+
 namespace retort {
 namespace {
 
@@ -94,6 +96,41 @@ TEST(ArgParserTest, MissingRequiredPositional) {
   auto r = p.Parse(a.argc(), a.argv());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("<id>"), std::string::npos);
+}
+
+TEST(ArgParserTest, LogLevelAppliesTheDefaultAndTheFlag) {
+  const LogLevel before = GetLogLevel();
+  ArgParser p("prog", "x");
+  p.AddLogLevel("warning");
+  EXPECT_EQ(GetLogLevel(), LogLevel::kWarning);
+  Argv a({"prog", "--log-level=debug"});
+  auto r = p.Parse(a.argc(), a.argv());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(GetLogLevel(), LogLevel::kDebug);
+  Argv bad({"prog", "--log-level=loud"});
+  r = p.Parse(bad.argc(), bad.argv());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "--log-level: 'loud' is not debug, info, warning or error (see --help)");
+  SetLogLevel(before);
+}
+
+TEST(ArgParserTest, ParseOrExitCodeIsTwoOnErrorsZeroOnHelpNoneOtherwise) {
+  int n = 0;
+  ArgParser p("prog", "x");
+  p.AddInt("n", &n, "a number");
+  Argv good({"prog", "--n=3"});
+  EXPECT_EQ(p.ParseOrExitCode(good.argc(), good.argv(), "prog"), std::nullopt);
+  EXPECT_EQ(n, 3);
+  Argv bad({"prog", "--n=three"});
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(p.ParseOrExitCode(bad.argc(), bad.argv(), "prog"), 2);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "prog: --n: 'three' is not an integer (see --help)\n");
+  Argv help({"prog", "--help"});
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(p.ParseOrExitCode(help.argc(), help.argv(), "prog"), 0);
+  EXPECT_NE(testing::internal::GetCapturedStdout().find("--n=VALUE"), std::string::npos);
 }
 
 }  // namespace

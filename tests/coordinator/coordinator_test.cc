@@ -54,12 +54,12 @@ TEST_F(CoordinatorTest, MemberWhoseGenerationStreamClosedIsEvictedAfterTheGrace)
   auto a = JoinOk("n0", 0), b = JoinOk("n1", 0);
   Settle();
   ASSERT_EQ(listener_.seen.size(), 1u);
-  c_->WatchOpened(a);
-  c_->WatchOpened(b);
+  ASSERT_TRUE(c_->WatchOpened(a).ok());
+  ASSERT_TRUE(c_->WatchOpened(b).ok());
   // b's stream drops but a new one opens within the grace (a reconnect): b stays.
   c_->WatchClosed(b);
   clock_.Advance(milliseconds(opts_.disconnect_grace_ms / 2));
-  c_->WatchOpened(b);
+  ASSERT_TRUE(c_->WatchOpened(b).ok());
   clock_.Advance(milliseconds(opts_.disconnect_grace_ms));
   c_->Tick();
   Settle();
@@ -77,7 +77,7 @@ TEST_F(CoordinatorTest, MemberWhoseGenerationStreamClosedIsEvictedAfterTheGrace)
   EXPECT_EQ(listener_.seen.back()->members(0).member_id(), a);
   // Unknown ids are ignored.
   c_->WatchClosed("nobody");
-  c_->WatchOpened("nobody");
+  EXPECT_EQ(*c_->WatchOpened("nobody"), Coordinator::WatchKind::kOther);
 }
 
 TEST_F(CoordinatorTest, DuplicateJoinIsRefusedAndChangesNothing) {
@@ -267,12 +267,33 @@ TEST_F(CoordinatorTest, PauseResumeAndStopLifecycle) {
   ASSERT_TRUE(c_->Stop(v1::StopRequest()).ok());
   EXPECT_TRUE(c_->Heartbeat(hb)->directives().leave());
   EXPECT_FALSE(c_->Finished());
-  EXPECT_EQ(c_->Join(Identity("n1", 0)).status().code(), StatusCode::kFailedPrecondition);
+  auto late = c_->Join(Identity("n1", 0));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->ended_state(), v1::JOB_STATE_STOPPING) << "a stopping job takes no members";
+  EXPECT_EQ(late->member_id(), "");
   v1::LeaveRequest leave;
   leave.set_member_id(a);
   ASSERT_TRUE(c_->Leave(leave).ok());
   EXPECT_TRUE(c_->Finished());
   EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_STOPPED);
+}
+
+// Completion is a typed field of the Leave, not a reason text a member could happen to write.
+TEST_F(CoordinatorTest, OnlyTheJobCompletedFlagCompletesTheJob) {
+  const std::string a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  ASSERT_EQ(c_->GetStatus().state(), v1::JOB_STATE_RUNNING);
+  v1::LeaveRequest leave;
+  leave.set_member_id(a);
+  leave.set_reason("completed");
+  ASSERT_TRUE(c_->Leave(leave).ok());
+  EXPECT_NE(c_->GetStatus().state(), v1::JOB_STATE_COMPLETED) << "a reason text completed the job";
+  leave.set_member_id(b);
+  leave.set_reason("finished the last step");
+  leave.set_job_completed(true);
+  ASSERT_TRUE(c_->Leave(leave).ok());
+  EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_COMPLETED);
+  EXPECT_TRUE(c_->Finished());
 }
 
 TEST_F(CoordinatorTest, GenerationNumbersSurviveRestartAndGrow) {
@@ -301,6 +322,21 @@ TEST_F(CoordinatorTest, CorruptStateFileRefusesToStartAndIsKept) {
   EXPECT_NE(c.status().message().find("state.json"), std::string::npos);
   EXPECT_EQ(*ReadFileToString(path), "{\"generation\": \"not a number\"")
       << "the corrupt file must be left alone";
+}
+
+// Found by tests/fuzz (fuzz_state_store): a state file with a negative parameter count parsed,
+// and every generation formed on it had a plan of negative ranges.
+TEST_F(CoordinatorTest, StateFileWithANegativeParameterCountIsCorrupt) {
+  c_->UnsubscribeGenerations(&listener_);
+  c_.reset();
+  const std::string path = opts_.state_dir + "/state.json";
+  const std::string text = R"({"job": {"name": "test-job"}, "parameter_count": "-5"})";
+  ASSERT_TRUE(WriteFileAtomically(path, text).ok());
+  auto c = Coordinator::Create(opts_, std::nullopt, &clock_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(c.status().message().find("parameter_count -5"), std::string::npos) << c.status();
+  EXPECT_EQ(*ReadFileToString(path), text) << "the corrupt file must be left alone";
 }
 
 TEST_F(CoordinatorTest, DifferentJobInStateDirIsRefused) {

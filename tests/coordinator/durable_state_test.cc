@@ -134,6 +134,7 @@ TEST_F(DurableStateTest, CompletionReportedByAMemberOfThePreviousRunFinishesTheJ
   v1::LeaveRequest leave;
   leave.set_member_id(ids[0]);
   leave.set_reason("completed");
+  leave.set_job_completed(true);
   ASSERT_TRUE(c_->Leave(leave).ok());
   EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_COMPLETED);
   EXPECT_TRUE(c_->Finished());
@@ -142,6 +143,7 @@ TEST_F(DurableStateTest, CompletionReportedByAMemberOfThePreviousRunFinishesTheJ
   EXPECT_EQ(c_->Leave(leave).code(), StatusCode::kNotFound) << "not a previous run's member";
   leave.set_member_id(ids[1]);
   leave.set_reason("drained");
+  leave.set_job_completed(false);
   EXPECT_EQ(c_->Leave(leave).code(), StatusCode::kNotFound);
 }
 

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/server.h"
-#include "testing/subprocess.h"
+#include "testing/generic_call.h"
+#include "testing/in_process_coordinator.h"
 #include "worker/coordinator_client.h"
+#include "worker/worker_agent.h"
 
 namespace retort::coordinator {
 namespace {
@@ -14,29 +16,10 @@ namespace {
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CoordinatorOptions opts;
-    opts.state_dir = testing::MakeTempDir("retort_grpc") + "/state";
-    opts.settle_ms = 50;
-    opts.tick_ms = 10;
-    v1::JobSpec job;
-    job.set_name("grpc-test");
-    job.mutable_teacher()->set_preset("fm-teacher");
-    job.mutable_student()->set_preset("fm-student");
-    job.mutable_elastic()->set_min_workers(1);
-    job.mutable_elastic()->set_max_workers(4);
-    auto c = Coordinator::Create(opts, job, &clock_);
-    ASSERT_TRUE(c.ok()) << c.status();
-    coordinator_ = std::move(c).value();
-    coordinator_->Start();
-    auto s = CoordinatorServer::Start(coordinator_.get(), "127.0.0.1:0");
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(s).value();
-    address_ = "127.0.0.1:" + std::to_string(server_->port());
+    ASSERT_NO_FATAL_FAILURE(server_.Start(testing::InProcessJob("grpc-test")));
+    address_ = server_.address();
+    coordinator_ = &server_.coordinator();
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-  }
-  void TearDown() override {
-    server_->Shutdown(100);
-    coordinator_->Shutdown();
   }
   v1::JoinRequest Join(const std::string& node) {
     v1::JoinRequest r;
@@ -45,39 +28,19 @@ class GrpcServiceTest : public ::testing::Test {
     return r;
   }
 
-  RealClock clock_;
-  std::unique_ptr<Coordinator> coordinator_;
-  std::unique_ptr<CoordinatorServer> server_;
+  testing::InProcessCoordinator server_;
+  Coordinator* coordinator_ = nullptr;
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
 TEST_F(GrpcServiceTest, StandardHealthCheckReportsServing) {
-  grpc::GenericStub generic(channel_);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::Slice empty(std::string(""));
-  grpc::ByteBuffer request(&empty, 1);  // empty HealthCheckRequest: service "" = the whole server
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> l(mu);
-                      status = s;
-                      done = true;
-                      cv.notify_all();
-                    });
-  std::unique_lock<std::mutex> l(mu);
-  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(5), [&] { return done; }));
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2)) << "HealthCheckResponse{status: SERVING}";
+  // Empty HealthCheckRequest: service "" = the whole server.
+  const testing::GenericReply r =
+      testing::CallGeneric(channel_, testing::kHealthCheckMethod, "", std::chrono::seconds(5));
+  ASSERT_TRUE(r.answered);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.bytes, testing::kHealthServing) << "HealthCheckResponse{status: SERVING}";
 }
 
 TEST_F(GrpcServiceTest, StatusCodesTravelOverTheWire) {
@@ -128,6 +91,43 @@ TEST_F(GrpcServiceTest, GenerationStreamDeliversNewGenerations) {
   watch->Cancel();
   EXPECT_FALSE(watch->Read(&g));
   EXPECT_EQ(watch->Finish().code(), StatusCode::kCancelled);
+}
+
+// A worker that comes to a job that already completed (a late start, or a re-run) is told so
+// in the Join response's ended_state, not by an error message it would have to parse: its agent
+// stops with FAILED_PRECONDITION and reports the state (retort-worker then exits 0).
+TEST_F(GrpcServiceTest, WorkerJoiningACompletedJobLearnsTheStateFromTheResponse) {
+  worker::CoordinatorClient client(address_, 5000);
+  auto a = client.Join(Join("n0"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->ended_state(), v1::JOB_STATE_UNSPECIFIED) << "a running job takes members";
+  auto watch = client.WatchGenerations(a->member_id(), 0);
+  v1::Generation g;
+  ASSERT_TRUE(watch->Read(&g)) << "no generation formed";
+  watch->Cancel();
+  while (watch->Read(&g)) {
+  }
+  v1::LeaveRequest done;
+  done.set_member_id(a->member_id());
+  done.set_reason("completed");
+  done.set_job_completed(true);
+  ASSERT_TRUE(client.Leave(done).ok());
+  ASSERT_EQ(coordinator_->GetStatus().state(), v1::JOB_STATE_COMPLETED);
+
+  auto late = client.Join(Join("n1"));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->ended_state(), v1::JOB_STATE_COMPLETED);
+  EXPECT_EQ(late->member_id(), "");
+
+  worker::WorkerOptions opts;
+  opts.identity = Join("n2").identity();
+  opts.join_timeout_ms = 10000;
+  worker::WorkerAgent agent(opts, &client, nullptr);
+  Status s = agent.Run();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(), "job is completed; not accepting members");
+  EXPECT_EQ(agent.ended_state(), v1::JOB_STATE_COMPLETED);
+  EXPECT_EQ(agent.member_id(), "") << "never a member";
 }
 
 }  // namespace

@@ -98,9 +98,10 @@ TEST_F(JobFailureTest, FirstRecurringFailureFailsTheJobOnceAndAsksTheOthersToLea
   join.mutable_identity()->set_local_rank(2);
   join.mutable_identity()->set_incarnation("i2");
   auto refused = c_->Join(join);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.status().message().find("not a JPEG"), std::string::npos);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->ended_state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(refused->member_id(), "");
+  EXPECT_NE(refused->failure().message().find("not a JPEG"), std::string::npos);
 }
 
 TEST_F(JobFailureTest, FailureIsDurableAcrossRestarts) {

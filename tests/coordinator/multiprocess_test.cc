@@ -10,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "retort/v1/retort.grpc.pb.h"
+#include "testing/coordinator_process.h"
 #include "testing/subprocess.h"
 
 namespace retort {
@@ -30,35 +31,43 @@ class MultiProcessTest : public ::testing::Test {
     std::ofstream(dir_ + "/job.yaml")
         << "name: mp\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n"
            "steps: 100\nelastic: {min_workers: 1, max_workers: 8}\n";
-    StartCoordinator("127.0.0.1:0");
-    ASSERT_TRUE(WaitFor([&] { return PathExists(dir_ + "/port"); }, milliseconds(10000)))
-        << coordinator_->Log();
-    port_ = std::stoi(*ReadFileToString(dir_ + "/port"));
+    const std::string error = StartCoordinator(0);
+    ASSERT_TRUE(error.empty()) << error;
     address_ = "127.0.0.1:" + std::to_string(port_);
     control_ = v1::ControlService::NewStub(
         grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
-  void StartCoordinator(const std::string& listen) {
-    coordinator_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/state",
-            "--job=" + dir_ + "/job.yaml", "--listen=" + listen, "--port-file=" + dir_ + "/port",
-            "--eviction-timeout-ms=" + std::to_string(kEvictionMs), "--heartbeat-interval-ms=250",
-            "--settle-ms=" + std::to_string(kSettleMs),
-            // The workers here never train: the dataset need not exist.
-            "--no-check-paths"},
-        dir_ + "/coordinator.log");
+  // Starts the coordinator on `port` (0: any, learned from its port file and kept in port_);
+  // returns why it failed, or "".
+  std::string StartCoordinator(int port) {
+    testing::LaunchedCoordinator c = testing::LaunchCoordinator(
+        {.flags = {"--state-dir=" + dir_ + "/state", "--job=" + dir_ + "/job.yaml",
+                   "--eviction-timeout-ms=" + std::to_string(kEvictionMs),
+                   "--heartbeat-interval-ms=250", "--settle-ms=" + std::to_string(kSettleMs),
+                   // The workers here never train: the dataset need not exist.
+                   "--no-check-paths"},
+         .port_file = dir_ + "/port",
+         .log_path = dir_ + "/coordinator.log",
+         .port = port,
+         .timeout = milliseconds(10000)});
+    coordinator_ = std::move(c.process);
+    port_ = c.port;
+    return c.error;
   }
 
-  void StartWorkers(int n) {
+  void StartWorkers(int n, const std::vector<std::string>& extra_args = {}) {
     for (int i = 0; i < n; ++i) {
+      std::vector<std::string> argv{BinaryPath("tools/retort-worker"),
+                                    "--coordinator=" + address_,
+                                    "--node=node" + std::to_string(i / 2),
+                                    "--local-rank=" + std::to_string(i % 2),
+                                    "--parameter-count=1000",
+                                    "--rpc-timeout-ms=1000",
+                                    "--no-train"};
+      argv.insert(argv.end(), extra_args.begin(), extra_args.end());
       workers_.push_back(std::make_unique<Subprocess>(
-          std::vector<std::string>{BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
-                                   "--node=node" + std::to_string(i / 2),
-                                   "--local-rank=" + std::to_string(i % 2),
-                                   "--parameter-count=1000", "--rpc-timeout-ms=1000", "--no-train"},
-          dir_ + "/worker" + std::to_string(workers_.size()) + ".log"));
+          argv, dir_ + "/worker" + std::to_string(workers_.size()) + ".log"));
     }
   }
 
@@ -144,13 +153,39 @@ TEST_F(MultiProcessTest, KillNineCoordinatorRestartWorkersRejoinUnderLargerGener
   std::this_thread::sleep_for(milliseconds(500));  // workers notice the coordinator is away
   for (auto& w : workers_)
     EXPECT_TRUE(w->Running()) << "workers keep running while the coordinator is away";
-  StartCoordinator("127.0.0.1:" + std::to_string(port_));
+  ASSERT_EQ(StartCoordinator(port_), "");
   uint64_t next = 0;
   ASSERT_TRUE(WaitFor([&] { return FormedWith(3, &next); }, milliseconds(15000))) << Logs();
   EXPECT_GT(next, gen);
   for (auto& w : workers_)
     EXPECT_TRUE(WaitFor([&] { return LoggedGeneration(*w) == next; }, milliseconds(3000)))
         << Logs();
+}
+
+// A coordinator that never comes back: workers give up after --rejoin-timeout-ms with a
+// message that says so, instead of retrying forever.
+TEST_F(MultiProcessTest, WorkersGiveUpACoordinatorThatStaysAwayAfterTheRejoinTimeout) {
+  constexpr int64_t kRejoinMs = 1500;
+  StartWorkers(2, {"--rejoin-timeout-ms=" + std::to_string(kRejoinMs)});
+  uint64_t gen = 0;
+  ASSERT_TRUE(WaitFor([&] { return FormedWith(2, &gen); }, milliseconds(10000))) << Logs();
+  coordinator_->Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->Wait(milliseconds(5000)).has_value());
+  const auto killed_at = std::chrono::steady_clock::now();
+  for (auto& w : workers_) {
+    // The timeout, plus a heartbeat interval and an RPC deadline to notice, plus slack.
+    auto rc = w->Wait(milliseconds(kRejoinMs + 250 + 1000 + 3000));
+    ASSERT_TRUE(rc.has_value()) << "a worker kept trying to reach a dead coordinator\n" << Logs();
+    EXPECT_NE(*rc, 0) << Logs();
+    EXPECT_NE(w->Log().find("stayed unreachable for 1500 ms (--rejoin-timeout-ms)"),
+              std::string::npos)
+        << Logs();
+  }
+  const auto took =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at);
+  EXPECT_GE(took.count(), kRejoinMs - 500) << "gave up before the timeout";
+  std::cout << "[ measured ] coordinator killed to both workers giving up: " << took.count()
+            << " ms (rejoin timeout " << kRejoinMs << " ms)\n";
 }
 
 TEST_F(MultiProcessTest, SigtermWorkerLeavesCleanly) {
@@ -233,6 +268,21 @@ TEST_F(MultiProcessTest, BinariesRejectBadFlagsAndPrintHelp) {
             2);
   EXPECT_NE(out.find("stpes"), std::string::npos) << out;
   EXPECT_FALSE(PathExists(dir_ + "/s2/state.json")) << "a bad spec must not create state";
+  // Without TLS the coordinator serves loopback only, unless told --insecure-listen.
+  EXPECT_EQ(
+      testing::RunCommand({BinaryPath("tools/retort-coordinator"), "--state-dir=" + dir_ + "/s3",
+                           "--job=" + dir_ + "/job.yaml", "--listen=0.0.0.0:0", "--no-check-paths"},
+                          &out, milliseconds(5000)),
+      2);
+  EXPECT_NE(out.find("--insecure-listen"), std::string::npos) << out;
+  EXPECT_FALSE(PathExists(dir_ + "/s3/state.json"));
+  // A worker's data plane binds the interface of its --data-address: one this host lacks is a
+  // usage error naming it.
+  EXPECT_EQ(testing::RunCommand({BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
+                                 "--data-address=203.0.113.77", "--join-timeout-ms=1000"},
+                                &out, milliseconds(5000)),
+            2);
+  EXPECT_NE(out.find("203.0.113.77"), std::string::npos) << out;
 }
 
 }  // namespace

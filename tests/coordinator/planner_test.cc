@@ -33,6 +33,18 @@ TEST(PlannerTest, PlansAreContiguousAlignedBalancedAndCovering) {
       }
 }
 
+// Found by tests/fuzz (fuzz_state_store): a parameter count of 2^63 - 1 (restored from
+// state.json, or reported by the first worker to join) overflowed total + alignment - 1.
+TEST(PlannerTest, HugeCountsStillTileWithoutOverflow) {
+  for (int64_t total : {INT64_MAX, INT64_MAX - 63, int64_t{1} << 62})
+    for (int world : {1, 3, 100000})
+      for (int64_t align : {1LL, 64LL}) {
+        SCOPED_TRACE(testing::Message()
+                     << "total=" << total << " world=" << world << " align=" << align);
+        ExpectValidPlan(ComputeShardingPlan(total, world, align), total, world, align);
+      }
+}
+
 TEST(PlannerTest, RanksAreNodeMajorAndNodeGroupsConsecutive) {
   std::vector<v1::Member> members;
   auto add = [&](const char* id, const char* node, int local) {

@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "elastic/scenario_test.h"
 
@@ -31,20 +30,12 @@ class CheckpointTest : public ElasticScenarioTest {
   }
 };
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 // Scenario 6: 4 workers, kill -9 of two adjacent ranks at once. The job falls back to the last
 // committed disk checkpoint by itself and completes; the step it resumes from is a committed
 // checkpoint's step, not older than the newest one committed before the failure.
 TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 4;
-  job.checkpoint_every_steps = 5;
-  job.checkpoint_keep = 3;
+  const JobOptions job{
+      .min_workers = 2, .max_workers = 4, .checkpoint_every_steps = 5, .checkpoint_keep = 3};
   LoadReference(job);
   auto c = StartCluster(job, 4);
   StatusView st;
@@ -55,8 +46,8 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
       << ", checkpoints on disk: " << ListCommittedCheckpoints(c->checkpoint_dir()).size() << ")\n"
       << c->Logs();
   ASSERT_TRUE(WaitAllRanked(*c, 4, kEvent, &st));
-  const int a = c->WorkerIndexForLocalRank(st.ByRank(1)->local_rank);
-  const int b = c->WorkerIndexForLocalRank(st.ByRank(2)->local_rank);
+  const int a = WorkerAtRank(*c, st, 1).index;
+  const int b = WorkerAtRank(*c, st, 2).index;
   c->worker(a).Signal(SIGKILL);
   c->worker(b).Signal(SIGKILL);
   const int64_t step_before = c->LastStep();
@@ -104,11 +95,8 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
 // workers are restarted, the corruption is detected by the file's checksum and the job resumes
 // from the previous committed checkpoint.
 TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUsed) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 2;
-  job.checkpoint_every_steps = 5;
-  job.checkpoint_keep = 3;
+  const JobOptions job{
+      .min_workers = 2, .max_workers = 2, .checkpoint_every_steps = 5, .checkpoint_keep = 3};
   LoadReference(job);
   auto c = StartCluster(job, 2);
   ASSERT_TRUE(WaitForCommitted(*c, 2, 25))
@@ -117,8 +105,7 @@ TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUse
       << c->Logs();
   c->worker(0).Signal(SIGKILL);
   c->worker(1).Signal(SIGKILL);
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
+  const MetricsMark before = c->Mark();
   ASSERT_TRUE(c->WaitForStatus([](const StatusView& s) { return s.members.empty(); }, kEvent))
       << "the killed workers were not evicted\n"
       << c->Logs();
@@ -130,28 +117,18 @@ TEST_F(CheckpointTest, CorruptedNewestCheckpointIsDetectedAndThePreviousOneIsUse
   const std::string victim = newest.dir + "/" + newest.files.front();
   const auto size = std::filesystem::file_size(victim);
   ASSERT_GT(size, 0u) << victim;
-  {
-    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << victim;
-    const std::streamoff at = static_cast<std::streamoff>(size / 2);
-    std::string bytes(std::min<size_t>(64, size - size / 2), '\0');
-    f.seekg(at);
-    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    for (char& ch : bytes) ch = static_cast<char>(~ch);
-    f.seekp(at);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(f.good()) << "cannot corrupt " << victim;
-  }
+  ASSERT_NO_FATAL_FAILURE(FlipBytes(victim, static_cast<std::streamoff>(size / 2),
+                                    std::min<size_t>(64, size - size / 2)));
   std::cout << "[ measured ] corrupted " << victim << " (checkpoint " << newest.id << " at step "
             << newest.step << "); previous committed: checkpoint " << previous.id << " at step "
-            << previous.step << "; last step before the restart " << step_before << "\n";
+            << previous.step << "; last step before the restart " << before.step << "\n";
 
   const int r0 = c->StartWorker(0), r1 = c->StartWorker(1);
   ExpectCompletedCleanly(*c, {0, 1});
   if (HasFatalFailure()) return;
   MetricsFile m = c->Metrics();
-  ASSERT_LT(lines_before, m.lines.size()) << "no step completed after the restart\n" << c->Logs();
-  const int64_t resumed = m.lines[lines_before].step - 1;
+  ASSERT_LT(before.lines, m.lines.size()) << "no step completed after the restart\n" << c->Logs();
+  const int64_t resumed = m.lines[before.lines].step - 1;
   EXPECT_EQ(resumed, previous.step)
       << "the restarted job must resume from the previous committed checkpoint (step "
       << previous.step << ", the newest at step " << newest.step << " is corrupt)";

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/coordinator_process.h"
+
 namespace retort::elastic_testing {
 namespace {
 
@@ -197,6 +199,18 @@ bool StatusView::AllRanked() const {
   return true;
 }
 
+StatusPredicate FormedAfter(size_t members, uint64_t after) {
+  return [members, after](const StatusView& s) {
+    return s.members.size() == members && s.AllRanked() && s.generation > after;
+  };
+}
+
+StatusPredicate FormedAfterWithout(size_t members, uint64_t after, const std::string& gone) {
+  return [formed = FormedAfter(members, after), gone](const StatusView& s) {
+    return formed(s) && s.ById(gone) == nullptr;
+  };
+}
+
 const MemberView* StatusView::ByRank(int rank) const {
   for (const auto& m : members)
     if (m.rank == rank) return &m;
@@ -226,31 +240,34 @@ ElasticCluster::~ElasticCluster() {
 
 bool ElasticCluster::StartCoordinator(milliseconds timeout, std::string* error) {
   if (coordinator_) old_coordinators_.push_back(std::move(coordinator_));
-  const std::string port_file = dir_ + "/port";
-  std::filesystem::remove(port_file);
-  std::vector<std::string> argv = {
-      BinaryPath("tools/retort-coordinator"),
-      "--state-dir=" + state_dir(),
-      "--job=" + dir_ + "/job.yaml",
-      "--listen=127.0.0.1:" + std::to_string(port_),
+  const std::string ip =
+      options_.hosts ? options_.hosts->address(options_.coordinator_host) : "127.0.0.1";
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> flags = {
+      "--state-dir=" + state_dir(), "--job=" + dir_ + "/job.yaml",
       "--eviction-timeout-ms=" + std::to_string(options_.eviction_timeout_ms),
       "--heartbeat-interval-ms=" + std::to_string(options_.heartbeat_interval_ms),
       "--settle-ms=" + std::to_string(options_.settle_ms)};
-  if (port_ == 0) argv.push_back("--port-file=" + port_file);
-  coordinator_ = std::make_unique<Subprocess>(
-      argv, dir_ + "/coordinator-" + std::to_string(++coordinator_starts_) + ".log");
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (port_ == 0) {
-    bool ok = testing::WaitFor(
-        [&] { return !ReadAll(port_file).empty() || !coordinator_->Running(); }, timeout);
-    std::string text = ReadAll(port_file);
-    if (!ok || text.empty()) {
-      *error = "coordinator wrote no port file:\n" + coordinator_->Log();
-      return false;
-    }
-    port_ = std::stoi(text);
+  // Test hosts are network namespaces of this machine: plain TCP on their addresses is meant.
+  if (options_.hosts) flags.push_back("--insecure-listen");
+  testing::LaunchedCoordinator launched = testing::LaunchCoordinator(
+      {.flags = flags,
+       .port_file = dir_ + "/port",
+       .log_path = dir_ + "/coordinator-" + std::to_string(++coordinator_starts_) + ".log",
+       .port = port_,
+       .timeout = timeout,
+       .ip = ip,
+       .spawn = [this](const std::vector<std::string>& argv, const std::string& log) {
+         return options_.hosts ? options_.hosts->Spawn(options_.coordinator_host, argv, log)
+                               : std::make_unique<Subprocess>(argv, log);
+       }});
+  coordinator_ = std::move(launched.process);
+  if (!launched.ok()) {
+    *error = launched.error;
+    return false;
   }
-  address_ = "127.0.0.1:" + std::to_string(port_);
+  port_ = launched.port;
+  address_ = launched.address();
   while (std::chrono::steady_clock::now() < deadline) {
     if (!coordinator_->Running()) break;
     if (Status()) return true;
@@ -260,16 +277,29 @@ bool ElasticCluster::StartCoordinator(milliseconds timeout, std::string* error) 
   return false;
 }
 
-int ElasticCluster::StartWorker(int local_rank) {
-  int index = static_cast<int>(workers_.size());
-  workers_.push_back(std::make_unique<Subprocess>(
-      std::vector<std::string>{BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
-                               "--node=node0", "--local-rank=" + std::to_string(local_rank),
-                               "--rpc-timeout-ms=" + std::to_string(options_.rpc_timeout_ms),
-                               "--comm-timeout-ms=" + std::to_string(options_.comm_timeout_ms),
-                               "--join-timeout-ms=60000", "--output-dir=" + dir_ + "/out"},
-      dir_ + "/worker" + std::to_string(index) + "-local" + std::to_string(local_rank) + ".log"));
+int ElasticCluster::StartWorker(int local_rank) { return StartWorkerOnHost(-1, local_rank); }
+
+int ElasticCluster::StartWorkerOnHost(int host, int local_rank) {
+  const int index = static_cast<int>(workers_.size());
+  const bool on_host = host >= 0 && options_.hosts;
+  std::vector<std::string> argv = {
+      BinaryPath("tools/retort-worker"),
+      "--coordinator=" + address_,
+      "--node=" + (on_host ? options_.hosts->name(host) : std::string("node0")),
+      "--local-rank=" + std::to_string(local_rank),
+      "--rpc-timeout-ms=" + std::to_string(options_.rpc_timeout_ms),
+      "--comm-timeout-ms=" + std::to_string(options_.comm_timeout_ms),
+      "--join-timeout-ms=" + std::to_string(options_.join_timeout_ms),
+      "--rejoin-timeout-ms=" + std::to_string(options_.rejoin_timeout_ms),
+      "--output-dir=" + dir_ + "/out"};
+  if (on_host) argv.push_back("--data-address=" + options_.hosts->address(host));
+  const std::string log = dir_ + "/worker" + std::to_string(index) +
+                          (on_host ? "-" + options_.hosts->name(host) : std::string()) + "-local" +
+                          std::to_string(local_rank) + ".log";
+  workers_.push_back(on_host ? options_.hosts->Spawn(host, argv, log)
+                             : std::make_unique<Subprocess>(argv, log));
   local_ranks_.push_back(local_rank);
+  hosts_of_.push_back(on_host ? host : -1);
   return index;
 }
 
@@ -334,8 +364,8 @@ std::optional<StatusView> ElasticCluster::Status() {
   return s;
 }
 
-bool ElasticCluster::WaitForStatus(const std::function<bool(const StatusView&)>& pred,
-                                   milliseconds timeout, StatusView* last) {
+bool ElasticCluster::WaitForStatus(const StatusPredicate& pred, milliseconds timeout,
+                                   StatusView* last) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     auto s = Status();
@@ -353,6 +383,13 @@ int64_t ElasticCluster::LastStep() const {
   int64_t best = 0;
   for (const auto& l : Metrics().lines) best = std::max(best, l.step);
   return best;
+}
+
+MetricsMark ElasticCluster::Mark() const {
+  MetricsFile m = Metrics();
+  MetricsMark mark{m.lines.size(), 0};
+  for (const auto& l : m.lines) mark.step = std::max(mark.step, l.step);
+  return mark;
 }
 
 bool ElasticCluster::WaitForStep(int64_t step, milliseconds timeout) {

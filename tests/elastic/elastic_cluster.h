@@ -1,5 +1,6 @@
 // Harness for elasticity and fault scenarios: one retort-coordinator and any number of training
-// retort-worker processes of a small Fashion-MNIST distillation job on 127.0.0.1, steered with
+// retort-worker processes of a small Fashion-MNIST distillation job on 127.0.0.1 (or on test
+// hosts, testing/test_hosts.h: ClusterOptions::hosts), steered with
 // retortctl and observed through `retortctl status --json` and the job's metrics.jsonl (one line
 // per completed step, appended by whichever worker is rank 0).
 //
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "testing/subprocess.h"
+#include "testing/test_hosts.h"
 
 namespace retort::elastic_testing {
 
@@ -61,6 +63,13 @@ struct MetricsFile {
 // Reads a metrics.jsonl that may be being appended to: an unterminated last line is ignored.
 MetricsFile ReadMetrics(const std::string& path);
 
+// Where metrics.jsonl stood when a test triggered an event; the checks afterwards look at what
+// came after it (ExpectNoLostSteps in scenario_test.h).
+struct MetricsMark {
+  size_t lines = 0;  // lines written before the event
+  int64_t step = 0;  // the highest step completed before it (0 when none)
+};
+
 // Losses (index i = step i + 1) of an uninterrupted run of the same trajectory by two workers
 // through tools/retort-run. Cached under the build directory, keyed by the trajectory and the
 // binaries' size and modification time, so the scenarios of one build share one reference run.
@@ -94,6 +103,13 @@ struct StatusView {
 // Parses the output of `retortctl status --json` (text before the first '{' is ignored).
 std::optional<StatusView> ParseStatusJson(const std::string& out);
 
+// What the scenarios wait for in the status (ElasticCluster::WaitForStatus).
+using StatusPredicate = std::function<bool(const StatusView&)>;
+// A generation newer than `after` in which `members` members all hold ranks.
+StatusPredicate FormedAfter(size_t members, uint64_t after);
+// The same, and member `gone` is not among them (it left, or was evicted).
+StatusPredicate FormedAfterWithout(size_t members, uint64_t after, const std::string& gone);
+
 struct ClusterOptions {
   int64_t eviction_timeout_ms = 2000;
   int64_t heartbeat_interval_ms = 200;
@@ -101,8 +117,17 @@ struct ClusterOptions {
   // Deadline of every collective: how long survivors wait on a dead peer at the latest.
   int64_t comm_timeout_ms = 5000;
   int64_t rpc_timeout_ms = 1000;
+  // Workers give up joining after join_timeout_ms, and give up a lost coordinator (unreachable,
+  // or every re-join failing) after rejoin_timeout_ms.
+  int64_t join_timeout_ms = 60000;
+  int64_t rejoin_timeout_ms = 60000;
   // Fixed coordinator port (0: the coordinator picks one and writes it to a port file).
   int port = 0;
+  // Run the processes on these test hosts (not owned; must outlive the cluster) instead of
+  // 127.0.0.1: the coordinator listens on coordinator_host's address, StartWorkerOnHost()
+  // places workers. retortctl runs in the test's namespace (it reaches every host).
+  const testing::TestHosts* hosts = nullptr;
+  int coordinator_host = 0;
 };
 
 class ElasticCluster {
@@ -118,6 +143,11 @@ class ElasticCluster {
   // Starts a worker on node "node0" with the given local rank (workers are identified by it).
   // Returns the index of the new process in workers().
   int StartWorker(int local_rank);
+  // Starts a worker on test host `host` (options.hosts): node = the host's name, data address =
+  // the host's address. Returns the index of the new process in workers().
+  int StartWorkerOnHost(int host, int local_rank);
+  // The test host worker `index` runs on (-1: 127.0.0.1).
+  int host_of(int index) const { return hosts_of_.at(index); }
   testing::Subprocess& coordinator() { return *coordinator_; }
   testing::Subprocess& worker(int index) { return *workers_.at(index); }
   int worker_count() const { return static_cast<int>(workers_.size()); }
@@ -131,13 +161,14 @@ class ElasticCluster {
   std::optional<StatusView> Status();
   // Polls Status() every 200 ms until `pred` holds; false once `timeout` passes or the
   // coordinator process has exited.
-  bool WaitForStatus(const std::function<bool(const StatusView&)>& pred,
-                     std::chrono::milliseconds timeout, StatusView* last = nullptr);
+  bool WaitForStatus(const StatusPredicate& pred, std::chrono::milliseconds timeout,
+                     StatusView* last = nullptr);
   // Every (checkpoint id -> step) a Status() call has reported as last committed.
   const std::set<std::pair<uint64_t, int64_t>>& committed_seen() const { return committed_seen_; }
 
   MetricsFile Metrics() const;
   int64_t LastStep() const;  // highest step in metrics.jsonl (0 when none)
+  MetricsMark Mark() const;  // where metrics.jsonl stands now
   // Waits until metrics.jsonl reaches `step`; false when `timeout` passes or every worker exited.
   bool WaitForStep(int64_t step, std::chrono::milliseconds timeout);
   // Waits until the newest metrics line has reached `step` with `world` ranks (so the event a
@@ -169,6 +200,7 @@ class ElasticCluster {
   std::vector<std::unique_ptr<testing::Subprocess>> old_coordinators_;
   std::vector<std::unique_ptr<testing::Subprocess>> workers_;
   std::vector<int> local_ranks_;
+  std::vector<int> hosts_of_;
   std::set<std::pair<uint64_t, int64_t>> committed_seen_;
 };
 

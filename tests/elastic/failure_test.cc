@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <thread>
 
 #include "elastic/scenario_test.h"
@@ -21,39 +20,24 @@ int64_t UnixMs() {
       .count();
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 // Scenario 5: kill -9 of a worker. Survivors detect it, the coordinator forms the next
 // generation, training continues from the last completed step: no completed step is lost and
 // the loss curve matches the uninterrupted run (the dead rank's optimizer range comes back from
 // its in-memory replica).
 TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajectory) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 3);
-  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
   StatusView st;
-  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
   // Rank 1: not the metrics writer, so every completed step still gets its line.
-  const MemberView victim = *st.ByRank(1);
-  const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
+  const RankedWorker victim = WorkerAtRank(*c, st, 1);
   const int64_t kill_ms = UnixMs();
-  c->worker(victim_index).Signal(SIGKILL);
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
+  c->worker(victim.index).Signal(SIGKILL);
+  const MetricsMark before = c->Mark();
 
   StatusView after;
-  ASSERT_TRUE(c->WaitForStatus(
-      [&](const StatusView& s) {
-        return s.members.size() == 2 && s.AllRanked() && s.generation > st.generation &&
-               s.ById(victim.id) == nullptr;
-      },
-      kEvent, &after))
+  ASSERT_TRUE(
+      c->WaitForStatus(FormedAfterWithout(2, st.generation, victim.member.id), kEvent, &after))
       << "no generation without the killed worker: " << after.raw << "\n"
       << c->Logs();
   MetricsFile m;
@@ -75,44 +59,39 @@ TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajecto
               << (l.time_unix_ms - kill_ms) / 1000.0 << " s\n";
     break;
   }
-  ExpectCompletedCleanly(*c, {victim_index});
+  ExpectCompletedCleanly(*c, {victim.index});
   if (HasFatalFailure()) return;
-  EXPECT_EQ(c->worker(victim_index).Wait(milliseconds(0)).value_or(-1), 128 + SIGKILL);
+  EXPECT_EQ(c->worker(victim.index).Wait(milliseconds(0)).value_or(-1), 128 + SIGKILL);
 
   m = c->Metrics();
   EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
-  ExpectNoLostSteps(m, job, lines_before, step_before);
-  ExpectSameTrajectory(m.lines, "kill -9 of rank 1 at step " + std::to_string(step_before));
+  ExpectNoLostSteps(m, job, before);
+  ExpectSameTrajectory(m.lines, "kill -9 of rank 1 at step " + std::to_string(before.step));
 }
 
 // Scenario 8: a zombie. SIGSTOP a worker until the coordinator evicts it, then SIGCONT it. The
 // others' trajectory must be untouched, and the zombie must either re-join cleanly (and finish
 // the job with the others) or exit non-zero saying it was evicted.
 TEST_F(FailureTest, StoppedWorkerEvictedThenContinuedCorruptsNothing) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 3);
-  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
   StatusView st;
-  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
-  const MemberView victim = *st.ByRank(1);
-  const int zombie = c->WorkerIndexForLocalRank(victim.local_rank);
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
+  const RankedWorker victim = WorkerAtRank(*c, st, 1);
+  const int zombie = victim.index;
   c->worker(zombie).Signal(SIGSTOP);
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
+  const MetricsMark before = c->Mark();
 
   StatusView after;
   bool evicted = c->WaitForStatus(
       [&](const StatusView& s) {
-        return s.ById(victim.id) == nullptr && s.members.size() == 2 &&
+        return s.ById(victim.member.id) == nullptr && s.members.size() == 2 &&
                s.generation > st.generation;
       },
       kEvent, &after);
   if (!evicted) c->worker(zombie).Signal(SIGCONT);
   ASSERT_TRUE(evicted) << "the stopped worker was not evicted: " << after.raw << "\n" << c->Logs();
-  ASSERT_TRUE(c->WaitForStep(step_before + 2, kEvent))
+  ASSERT_TRUE(c->WaitForStep(before.step + 2, kEvent))
       << "the others did not continue without the stopped worker\n"
       << c->Logs();
   c->worker(zombie).Signal(SIGCONT);
@@ -125,7 +104,8 @@ TEST_F(FailureTest, StoppedWorkerEvictedThenContinuedCorruptsNothing) {
         auto s = c->Status();
         if (!s) return false;
         for (const auto& mv : s->members)
-          if (mv.local_rank == victim.local_rank && mv.id != victim.id && mv.rank >= 0)
+          if (mv.local_rank == victim.member.local_rank && mv.id != victim.member.id &&
+              mv.rank >= 0)
             rejoined = true;
         return rejoined;
       },
@@ -154,8 +134,8 @@ TEST_F(FailureTest, StoppedWorkerEvictedThenContinuedCorruptsNothing) {
   }
 
   MetricsFile m = c->Metrics();
-  ExpectNoLostSteps(m, job, lines_before, step_before);
-  ExpectSameTrajectory(m.lines, "zombie (SIGSTOP of rank 1 at step " + std::to_string(step_before) +
+  ExpectNoLostSteps(m, job, before);
+  ExpectSameTrajectory(m.lines, "zombie (SIGSTOP of rank 1 at step " + std::to_string(before.step) +
                                     ", evicted, SIGCONT)");
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "elastic/elastic_cluster.h"
+#include "testing/coordinator_process.h"
 #include "testing/subprocess.h"
 
 namespace retort::elastic_testing {
@@ -26,13 +27,6 @@ using testing::Subprocess;
 // The old behaviour retried forever; a failed job must be over well within this.
 constexpr milliseconds kFailWithin{90000};
 constexpr milliseconds kStartup{30000};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 int CountOccurrences(const std::string& text, const std::string& needle) {
   int n = 0;
@@ -52,28 +46,23 @@ class FailingJob {
   // Starts the coordinator; false (with *error) when it writes no port file within kStartup.
   // With `with_job` false it resumes from the state dir (no --job, no pre-flight checks).
   bool StartCoordinator(bool with_job, bool exit_when_finished, std::string* error) {
-    const std::string port_file = dir_ + "/port";
-    std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {BinaryPath("tools/retort-coordinator"),
-                                     "--state-dir=" + dir_ + "/state",
-                                     "--listen=127.0.0.1:0",
-                                     "--port-file=" + port_file,
-                                     "--heartbeat-interval-ms=200",
-                                     "--eviction-timeout-ms=2000",
-                                     "--settle-ms=300"};
-    if (with_job) argv.push_back("--job=" + dir_ + "/job.yaml");
-    if (!exit_when_finished) argv.push_back("--no-exit-when-finished");
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    coordinator_ = std::make_unique<Subprocess>(
-        argv, dir_ + "/coordinator-" + std::to_string(++starts_) + ".log");
-    testing::WaitFor([&] { return !ReadFile(port_file).empty() || !coordinator_->Running(); },
-                     kStartup);
-    const std::string port = ReadFile(port_file);
-    if (port.empty()) {
-      *error = "coordinator wrote no port file:\n" + coordinator_->Log();
+    std::vector<std::string> flags = {"--state-dir=" + dir_ + "/state",
+                                      "--heartbeat-interval-ms=200", "--eviction-timeout-ms=2000",
+                                      "--settle-ms=300"};
+    if (with_job) flags.push_back("--job=" + dir_ + "/job.yaml");
+    if (!exit_when_finished) flags.push_back("--no-exit-when-finished");
+    flags.insert(flags.end(), flags_.begin(), flags_.end());
+    testing::LaunchedCoordinator c = testing::LaunchCoordinator(
+        {.flags = flags,
+         .port_file = dir_ + "/port",
+         .log_path = dir_ + "/coordinator-" + std::to_string(++starts_) + ".log",
+         .timeout = kStartup});
+    coordinator_ = std::move(c.process);
+    if (!c.ok()) {
+      *error = c.error;
       return false;
     }
-    address_ = "127.0.0.1:" + std::to_string(std::stoi(port));
+    address_ = c.address();
     return true;
   }
 

@@ -19,17 +19,13 @@ class MembershipTest : public ElasticScenarioTest {};
 // Scenario 1: a worker joining mid-run is added at a step boundary, receives parameters and its
 // optimizer range from the current members over the data plane, and the trajectory is unchanged.
 TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajectory) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 2);
-  ASSERT_TRUE(c->WaitForWorld(2, 10, kStartup)) << c->Logs();
-  const size_t lines_before_join = c->Metrics().lines.size();
-  const int64_t before_join = c->LastStep();
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
+  StatusView st;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 2, 10, &c, &st));
+  const MetricsMark before = c->Mark();
   const int joiner = c->StartWorker(2);
 
-  StatusView st;
   ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
@@ -43,10 +39,10 @@ TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajector
     if (l.world_size == 3 && first_gen_of_3 == 0) first_gen_of_3 = l.generation;
   }
   EXPECT_GT(first_gen_of_3, last_gen_of_2) << "the 3-worker steps need a newer generation";
-  ExpectNoLostSteps(m, job, lines_before_join, before_join);
+  ExpectNoLostSteps(m, job, before);
   // Steps are never repeated at all for a join: each step number appears once.
-  EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
-  ExpectSameTrajectory(m.lines, "join 2 -> 3 at step ~" + std::to_string(before_join));
+  ExpectEachStepOnce(m, job);
+  ExpectSameTrajectory(m.lines, "join 2 -> 3 at step ~" + std::to_string(before.step));
 
   // Not from disk: the job has no checkpoints, none was ever committed, the checkpoint directory
   // is empty, and the joiner started in the middle of the run (its first generation began at a
@@ -58,92 +54,70 @@ TEST_F(MembershipTest, WorkerJoiningMidRunGetsStateFromPeersAndKeepsTheTrajector
   static const std::regex first_generation(R"(generation \d+: rank (\d+) of 3 .* step (\d+)/)");
   ASSERT_TRUE(std::regex_search(log, match, first_generation)) << log;
   EXPECT_EQ(std::stoi(match[1]), 2) << "the joiner is the newest rank";
-  EXPECT_GE(std::stoll(match[2]), before_join)
+  EXPECT_GE(std::stoll(match[2]), before.step)
       << "the joiner must start at the job's current step, with the peers' state";
 }
 
 // Scenario 2: `retortctl drain ID` removes a worker gracefully at a step boundary. The drained
 // member is rank 0, the one that writes metrics.jsonl: the new rank 0 carries on appending.
 TEST_F(MembershipTest, DrainRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 3);
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
   StatusView st;
-  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
-  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
-  const MemberView victim = *st.ByRank(0);
-  const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
+  const RankedWorker victim = WorkerAtRank(*c, st, 0);
   std::string out;
-  ASSERT_EQ(c->Ctl({"drain", victim.id}, &out), 0) << out;
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
+  ASSERT_EQ(c->Ctl({"drain", victim.member.id}, &out), 0) << out;
+  const MetricsMark before = c->Mark();
 
-  auto rc = c->worker(victim_index).Wait(kEvent);
+  auto rc = c->worker(victim.index).Wait(kEvent);
   ASSERT_TRUE(rc.has_value()) << "the drained worker did not leave\n" << c->Logs();
-  EXPECT_EQ(*rc, 0) << c->worker(victim_index).Log();
-  EXPECT_NE(c->worker(victim_index).Log().find("left the job (drained by operator)"),
+  EXPECT_EQ(*rc, 0) << c->worker(victim.index).Log();
+  EXPECT_NE(c->worker(victim.index).Log().find("left the job (drained by operator)"),
             std::string::npos)
-      << c->worker(victim_index).Log();
-  ASSERT_TRUE(c->WaitForStatus(
-      [&](const StatusView& s) {
-        return s.members.size() == 2 && s.AllRanked() && s.generation > st.generation &&
-               s.ById(victim.id) == nullptr;
-      },
-      kEvent))
+      << c->worker(victim.index).Log();
+  ASSERT_TRUE(c->WaitForStatus(FormedAfterWithout(2, st.generation, victim.member.id), kEvent))
       << c->Logs();
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
 
-  ExpectRemovedWithoutLoss(*c, job, lines_before, step_before, "drain of rank 0");
+  ExpectRemovedWithoutLoss(*c, job, before, "drain of rank 0");
 }
 
 // Scenario 3: SIGTERM makes a worker leave the same way (at a step boundary, nothing lost).
 TEST_F(MembershipTest, SigtermRemovesAWorkerAtAStepBoundaryWithoutLosingAStep) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 3);
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
   StatusView st;
-  ASSERT_TRUE(c->WaitForWorld(3, 10, kStartup)) << c->Logs();
-  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
-  const MemberView victim = *st.ByRank(1);
-  const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
-  c->worker(victim_index).Signal(SIGTERM);
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
+  const RankedWorker victim = WorkerAtRank(*c, st, 1);
+  c->worker(victim.index).Signal(SIGTERM);
+  const MetricsMark before = c->Mark();
 
-  auto rc = c->worker(victim_index).Wait(kEvent);
+  auto rc = c->worker(victim.index).Wait(kEvent);
   ASSERT_TRUE(rc.has_value()) << "the worker did not leave on SIGTERM\n" << c->Logs();
-  EXPECT_EQ(*rc, 0) << c->worker(victim_index).Log();
-  EXPECT_NE(c->worker(victim_index).Log().find("left the job (SIGTERM)"), std::string::npos)
-      << c->worker(victim_index).Log();
+  EXPECT_EQ(*rc, 0) << c->worker(victim.index).Log();
+  EXPECT_NE(c->worker(victim.index).Log().find("left the job (SIGTERM)"), std::string::npos)
+      << c->worker(victim.index).Log();
   ExpectCompletedCleanly(*c);
   if (HasFatalFailure()) return;
 
-  ExpectRemovedWithoutLoss(*c, job, lines_before, step_before, "SIGTERM of rank 1");
+  ExpectRemovedWithoutLoss(*c, job, before, "SIGTERM of rank 1");
 }
 
 // Scenario 4: `retortctl scale` changes the bounds live. --max below the member count makes a
 // worker leave; --min above it pauses the job (WAITING or PAUSED, no new steps) until enough
 // workers are back, then training resumes.
 TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
-  JobOptions job;
-  job.min_workers = 2;
-  job.max_workers = 3;
-  LoadReference(job);
-  auto c = StartCluster(job, 3);
-  ASSERT_TRUE(c->WaitForWorld(3, 8, kStartup)) << c->Logs();
-  ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent));
+  const JobOptions job{.min_workers = 2, .max_workers = 3};
+  std::unique_ptr<ElasticCluster> c;
+  StatusView st;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 8, &c, &st));
 
   // --max=2: one worker (the highest rank) leaves.
   std::string out;
   ASSERT_EQ(c->Ctl({"scale", "--max=2"}, &out), 0) << out;
-  const size_t lines_before_max = c->Metrics().lines.size();
-  const int64_t step_before_max = c->LastStep();
-  StatusView st;
+  const MetricsMark before_max = c->Mark();
   ASSERT_TRUE(c->WaitForStatus(
       [](const StatusView& s) {
         return s.max_workers == 2 && s.members.size() == 2 && s.AllRanked() && s.state == "running";
@@ -164,7 +138,7 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
   EXPECT_EQ(c->worker(left).Wait(milliseconds(0)).value_or(-1), 0);
   EXPECT_NE(c->worker(left).Log().find("scaled down to max_workers=2"), std::string::npos)
       << c->worker(left).Log();
-  ASSERT_TRUE(c->WaitForStep(step_before_max + 2, kEvent)) << "training stopped at 2 workers\n"
+  ASSERT_TRUE(c->WaitForStep(before_max.step + 2, kEvent)) << "training stopped at 2 workers\n"
                                                            << c->Logs();
 
   // --min=3 (with 2 members): the job waits, and no step completes.
@@ -200,8 +174,8 @@ TEST_F(MembershipTest, ScaleBoundsLiveMaxDrainsMinPausesUntilWorkersReturn) {
 
   MetricsFile m = c->Metrics();
   EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2 -> 3"));
-  ExpectNoLostSteps(m, job, lines_before_max, step_before_max);
-  EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
+  ExpectNoLostSteps(m, job, before_max);
+  ExpectEachStepOnce(m, job);
   ExpectSameTrajectory(m.lines, "scale max 3->2, min 2->3, pause, rejoin");
 }
 

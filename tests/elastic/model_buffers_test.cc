@@ -6,8 +6,6 @@
 // have counted every step exactly once.
 #include <signal.h>
 
-#include <fstream>
-
 #include "elastic/scenario_test.h"
 #include "tests/trainer/python_fixture.h"
 #include "trainer/safetensors.h"
@@ -54,15 +52,13 @@ TEST_F(ModelBuffersTest, JoinAndKillNineCarryTheBuffers) {
   ASSERT_TRUE(c->WaitForWorld(3, c->LastStep() + 5, kEvent)) << c->Logs();
   StatusView st;
   ASSERT_TRUE(WaitAllRanked(*c, 3, kEvent, &st));
-  const MemberView victim = *st.ByRank(1);  // not the metrics writer
-  const int victim_index = c->WorkerIndexForLocalRank(victim.local_rank);
-  c->worker(victim_index).Signal(SIGKILL);  // the survivors restore from the peer replicas
-  const size_t lines_before = c->Metrics().lines.size();
-  const int64_t step_before = c->LastStep();
-  ExpectCompletedCleanly(*c, {victim_index});
-  ExpectNoLostSteps(c->Metrics(), job_, lines_before, step_before);
+  const RankedWorker victim = WorkerAtRank(*c, st, 1);  // not the metrics writer
+  c->worker(victim.index).Signal(SIGKILL);  // the survivors restore from the peer replicas
+  const MetricsMark before = c->Mark();
+  ExpectCompletedCleanly(*c, {victim.index});
+  ExpectNoLostSteps(c->Metrics(), job_, before);
   ExpectEveryStepCountedOnce(*c,
-                             "join at step ~10, kill -9 at step ~" + std::to_string(step_before));
+                             "join at step ~10, kill -9 at step ~" + std::to_string(before.step));
 }
 
 TEST_F(ModelBuffersTest, RestartFromCheckpointsRestoresTheBuffersAndRejectsACorruptCopy) {
@@ -79,18 +75,8 @@ TEST_F(ModelBuffersTest, RestartFromCheckpointsRestoresTheBuffersAndRejectsACorr
   ASSERT_GE(committed.size(), 2u);
   const CommittedCheckpoint& newest = committed.back();
   ASSERT_THAT(newest.files, ::testing::Contains("model-buffers.bin"));
-  {
-    // Flip one byte: the restore must refuse this copy (CRC) and take the previous checkpoint.
-    std::fstream f(newest.dir + "/model-buffers.bin",
-                   std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good());
-    char byte = 0;
-    f.seekg(5);
-    f.read(&byte, 1);
-    byte ^= 0x40;
-    f.seekp(5);
-    f.write(&byte, 1);
-  }
+  // Corrupt one byte: the restore must refuse this copy (CRC) and take the previous checkpoint.
+  ASSERT_NO_FATAL_FAILURE(FlipBytes(newest.dir + "/model-buffers.bin", 5, 1));
   const int first = c->worker_count();
   c->StartWorker(0);
   c->StartWorker(1);

@@ -1,14 +1,17 @@
 // Base fixture of the elasticity scenarios (tests/elastic/*_test.cc): skips without the
-// Fashion-MNIST files, loads the uninterrupted reference curve, and offers the checks every
-// scenario ends with (the job completes, no completed step is lost, the loss curve matches).
+// Fashion-MNIST files, loads the uninterrupted reference curve, offers the opening most
+// scenarios share (StartTrainingTogether) and the checks every scenario ends with (the job
+// completes, no completed step is lost, the loss curve matches).
 #pragma once
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -20,6 +23,17 @@
 namespace retort::elastic_testing {
 
 using std::chrono::milliseconds;
+
+// A member of a generation and the index of its worker process (ElasticCluster::worker).
+struct RankedWorker {
+  MemberView member;
+  int index = -1;
+};
+
+inline std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
 
 class ElasticScenarioTest : public ::testing::Test {
  protected:
@@ -53,6 +67,43 @@ class ElasticScenarioTest : public ::testing::Test {
     ASSERT_LT(reference_.back(), reference_.front()) << "the reference run must reduce the loss";
   }
 
+  // The opening most scenarios share: loads `job`'s reference curve, starts a cluster of
+  // `workers`, and waits until they completed step `step` together (a generation of all of
+  // them) and all hold ranks. The cluster lands in *c, its status in *st. Fatal failures stay
+  // in this function: call it under ASSERT_NO_FATAL_FAILURE.
+  void StartTrainingTogether(const JobOptions& job, int workers, int64_t step,
+                             std::unique_ptr<ElasticCluster>* c, StatusView* st,
+                             const ClusterOptions& options = {}) {
+    LoadReference(job);
+    if (HasFatalFailure()) return;
+    *c = StartCluster(job, workers, options);
+    ASSERT_TRUE((*c)->WaitForWorld(workers, step, kStartup)) << (*c)->Logs();
+    ASSERT_TRUE(WaitAllRanked(**c, workers, kEvent, st));
+  }
+
+  // The member holding `rank` in `st` and its worker process.
+  static RankedWorker WorkerAtRank(const ElasticCluster& c, const StatusView& st, int rank) {
+    const MemberView* m = st.ByRank(rank);
+    if (m == nullptr) {
+      ADD_FAILURE() << "no member holds rank " << rank << ": " << st.raw;
+      return {};
+    }
+    return RankedWorker{*m, c.WorkerIndexForLocalRank(m->local_rank)};
+  }
+
+  // Flips `count` bytes of `path` from offset `at` (bit-inverts them): a corrupt copy.
+  static void FlipBytes(const std::string& path, std::streamoff at, size_t count) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    std::string bytes(count, '\0');
+    f.seekg(at);
+    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    for (char& ch : bytes) ch = static_cast<char>(~ch);
+    f.seekp(at);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(f.good()) << "cannot corrupt " << path;
+  }
+
   std::unique_ptr<ElasticCluster> StartCluster(const JobOptions& job, int workers,
                                                ClusterOptions options = {}) {
     auto c = std::make_unique<ElasticCluster>(job, options);
@@ -80,13 +131,18 @@ class ElasticScenarioTest : public ::testing::Test {
 
   // After a graceful removal from 3 workers: the world went 3 -> 2, nothing was lost or run
   // twice, and the loss curve is the uninterrupted one.
-  void ExpectRemovedWithoutLoss(ElasticCluster& c, const JobOptions& job, size_t lines_before,
-                                int64_t step_before, const std::string& what) {
+  void ExpectRemovedWithoutLoss(ElasticCluster& c, const JobOptions& job, const MetricsMark& before,
+                                const std::string& what) {
     MetricsFile m = c.Metrics();
     EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
-    ExpectNoLostSteps(m, job, lines_before, step_before);
+    ExpectNoLostSteps(m, job, before);
+    ExpectEachStepOnce(m, job);
+    ExpectSameTrajectory(m.lines, what + " at step ~" + std::to_string(before.step));
+  }
+
+  // As many lines as steps: with no step missing, none was run twice.
+  static void ExpectEachStepOnce(const MetricsFile& m, const JobOptions& job) {
     EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
-    ExpectSameTrajectory(m.lines, what + " at step ~" + std::to_string(step_before));
   }
 
   // The loss of every metrics line (including lines of redone steps) against the reference.
@@ -114,14 +170,19 @@ class ElasticScenarioTest : public ::testing::Test {
   }
 
   // Steps 1..N all present, well-formed lines, nothing completed before the event run again.
-  void ExpectNoLostSteps(const MetricsFile& m, const JobOptions& job, size_t first_after_event,
-                         int64_t last_step_before_event) {
+  // `before`: where metrics.jsonl stood at the event (ElasticCluster::Mark()).
+  void ExpectNoLostSteps(const MetricsFile& m, const JobOptions& job, const MetricsMark& before) {
     EXPECT_TRUE(m.malformed.empty()) << "malformed metrics lines: " << m.malformed.front();
     std::string missing = MissingSteps(m.lines, job.steps);
     EXPECT_EQ(missing, "") << "steps never completed";
-    std::string redone = RedoneSteps(m.lines, first_after_event, last_step_before_event);
-    EXPECT_EQ(redone, "") << "steps completed before the event (up to step "
-                          << last_step_before_event << ") were run again after it";
+    std::string redone = RedoneSteps(m.lines, before.lines, before.step);
+    EXPECT_EQ(redone, "") << "steps completed before the event (up to step " << before.step
+                          << ") were run again after it";
+  }
+  // The same, with the mark's two fields taken apart (the launcher tests keep them so).
+  void ExpectNoLostSteps(const MetricsFile& m, const JobOptions& job, size_t lines_before,
+                         int64_t step_before) {
+    ExpectNoLostSteps(m, job, MetricsMark{lines_before, step_before});
   }
 
   std::vector<double> reference_;

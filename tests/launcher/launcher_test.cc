@@ -11,6 +11,8 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include "elastic/scenario_test.h"
@@ -29,6 +31,25 @@ class LauncherTest : public ElasticScenarioTest {
     std::string dir = testing::MakeTempDir("retort_launcher");
     dirs_.push_back(dir);
     std::ofstream(dir + "/job.yaml") << ScenarioJobYaml(job, dir + "/out");
+    return dir;
+  }
+
+  // A fresh folder with job.yaml of a 3-step supervised job on a small synthetic set (process
+  // start-up plus a few steps), outputs in DIR/out. Returns DIR.
+  std::string NewShortJob(const std::string& name) {
+    const std::string dir = testing::MakeTempDir("retort_launcher_" + name);
+    dirs_.push_back(dir);
+    std::ofstream(dir + "/job.yaml")
+        << "name: " << name
+        << "\n"
+           "student: {preset: fm-student-p7}\n"
+           "dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 256}\n"
+           "global_batch: 16\n"
+           "steps: 3\n"
+           "threads_per_worker: 1\n"
+           "evaluate: false\n"
+           "output_dir: "
+        << dir << "/out\n";
     return dir;
   }
 
@@ -92,6 +113,169 @@ class LauncherTest : public ElasticScenarioTest {
     out->step_before = lines.empty() ? 0 : lines.back().step;
   }
 };
+
+// The kill -9 moments a test cannot hit by timing: workers run with --pause-at (the launcher's
+// --worker-arg), log "PAUSE POINT (..., rank R)" and hold there; the test kills the worker that
+// holds rank 1 while it is paused.
+class LauncherKillMomentTest : public LauncherTest {
+ protected:
+  // The slot whose worker logged that it paused at `point` as rank `rank`, once it did.
+  std::optional<int> WaitForPause(LaunchedJob& run, const std::string& point, int rank) {
+    const std::regex re("\\[worker ([0-9]+)\\] .*PAUSE " + point + " \\([^)]*rank " +
+                        std::to_string(rank) + "\\)");
+    std::optional<int> slot;
+    testing::WaitFor(
+        [&] {
+          std::smatch m;
+          const std::string log = run.Log();
+          if (std::regex_search(log, m, re)) slot = std::stoi(m[1].str());
+          return slot.has_value() || !run.process().Running();
+        },
+        kStartup);
+    return slot;
+  }
+
+  // Kills (SIGKILL) the worker in `slot`, paused at `point`; notes the metrics at the kill in
+  // *lines, *step. Fails when the pause had ended before the kill (the moment was missed).
+  pid_t KillPausedSlot(LaunchedJob& run, int slot, const std::string& point,
+                       const std::string& metrics, size_t* lines, int64_t* step) {
+    const pid_t pid = run.WorkerPids().at(slot);
+    EXPECT_EQ(::kill(pid, SIGKILL), 0);
+    const auto m = ReadMetrics(metrics).lines;
+    *lines = m.size();
+    *step = m.empty() ? 0 : m.back().step;
+    // Its output up to its death is in the log once the launcher reported the exit.
+    const std::string exited = "(pid " + std::to_string(pid) + ") exited with";
+    EXPECT_TRUE(
+        testing::WaitFor([&] { return run.Log().find(exited) != std::string::npos; }, kEvent))
+        << run.Log();
+    EXPECT_THAT(run.Log(), ::testing::Not(HasSubstr("PAUSE " + point + " over (pid " +
+                                                    std::to_string(pid) + ")")))
+        << "the worker's pause ended before the kill";
+    return pid;
+  }
+
+  // The job completes (exit 0, no SIGTERM needed) with the kill reported, no lost step and the
+  // uninterrupted run's loss curve; its world sizes end with `final_world`.
+  void ExpectCompletedAfterKill(LaunchedJob& run, const JobOptions& job, const std::string& metrics,
+                                pid_t pid, size_t lines_before, int64_t step_before,
+                                int final_world, const std::string& what) {
+    auto rc = run.Wait(kCompletion);
+    ASSERT_TRUE(rc) << "retort-run did not finish\n" << run.Log();
+    EXPECT_EQ(*rc, 0) << run.Log();
+    EXPECT_THAT(run.LastLine(), HasSubstr("retort-run: finished after"));
+    const std::string log = run.Log();
+    EXPECT_THAT(log, HasSubstr("(pid " + std::to_string(pid) +
+                               ") exited with status 137 (killed by SIGKILL)"));
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("sending SIGTERM")))
+        << "workers must exit by themselves";
+    MetricsFile m = ReadMetrics(metrics);
+    EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)),
+                ::testing::EndsWith(std::to_string(final_world)));
+    ExpectNoLostSteps(m, job, lines_before, step_before);
+    ExpectSameTrajectory(m.lines, what + " at step " + std::to_string(step_before));
+  }
+
+  // 3 workers, a checkpoint every 20 steps; rank 1 is killed while its first checkpoint's shard
+  // is on disk and not yet acked (every worker pauses at its first one). That checkpoint never
+  // commits; the job goes on from the survivors' memory, and later checkpoints commit.
+  void KillDuringCheckpointWrite(int max_restarts) {
+    JobOptions job;
+    job.min_workers = 2;
+    job.max_workers = 3;
+    job.checkpoint_every_steps = 20;
+    job.checkpoint_keep = 10;  // every committed checkpoint stays to be listed
+    LoadReference(job);
+    const std::string dir = NewRun(job);
+    LaunchedJob run(dir + "/job.yaml",
+                    {"--workers=3", "--max-restarts=" + std::to_string(max_restarts),
+                     "--worker-arg=--pause-at=checkpoint-write:5000"},
+                    dir + "/launcher.log");
+    const std::string metrics = dir + "/out/metrics.jsonl";
+    auto slot = WaitForPause(run, "checkpoint-write", 1);
+    ASSERT_TRUE(slot) << "no worker paused in its checkpoint write as rank 1\n" << run.Log();
+    // The first multiple of 20 at which rank 1 wrote (a start-up slowed by load may shift it).
+    std::smatch at;
+    const std::string log = run.Log();
+    ASSERT_TRUE(std::regex_search(
+        log, at,
+        std::regex("PAUSE checkpoint-write \\(checkpoint [0-9]+ at step ([0-9]+), rank 1\\)")))
+        << log;
+    const int64_t paused_step = std::stoll(at[1].str());
+    size_t lines_before = 0;
+    int64_t step_before = 0;
+    const pid_t pid =
+        KillPausedSlot(run, *slot, "checkpoint-write", metrics, &lines_before, &step_before);
+    ASSERT_NO_FATAL_FAILURE(ExpectCompletedAfterKill(
+        run, job, metrics, pid, lines_before, step_before, max_restarts > 0 ? 3 : 2,
+        "launcher, kill -9 of rank 1 during a checkpoint write, --max-restarts=" +
+            std::to_string(max_restarts)));
+    std::set<int64_t> committed;
+    for (const auto& c : ListCommittedCheckpoints(dir + "/out/state/checkpoints"))
+      committed.insert(c.step);
+    EXPECT_FALSE(committed.count(paused_step))
+        << "the checkpoint a killed rank never acked committed";
+    // Without a restart the survivors' writers are held at most 5 s by their own pause, far less
+    // than the 100 steps left; a replacement pauses at its own first checkpoint, so with a
+    // restart any later checkpoint may be skipped as "writer busy".
+    if (max_restarts == 0) {
+      EXPECT_TRUE(committed.upper_bound(paused_step) != committed.end())
+          << "no checkpoint committed after the kill";
+    }
+  }
+
+  // 3 workers, min_workers 1: SIGTERM makes rank 2 leave at a step boundary (an agreed switch:
+  // every survivor holds the complete state); rank 1 of the next generation is killed in its
+  // start-up, after the communicator formed and before any state moved (every survivor pauses
+  // there until a newer generation is published). The job goes on from the saved state.
+  void KillDuringGenerationSwitch(int max_restarts) {
+    JobOptions job;
+    job.min_workers = 1;
+    job.max_workers = 3;
+    LoadReference(job);
+    const std::string dir = NewRun(job);
+    LaunchedJob run(dir + "/job.yaml",
+                    {"--workers=3", "--max-restarts=" + std::to_string(max_restarts),
+                     "--worker-arg=--pause-at=generation-switch:30000"},
+                    dir + "/launcher.log");
+    const std::string metrics = dir + "/out/metrics.jsonl";
+    ASSERT_TRUE(WaitForWorld(metrics, 3, 10, run)) << run.Log();
+    auto st = WaitRanked(run, 3);
+    ASSERT_TRUE(st) << run.Log();
+    const pid_t leaving = run.WorkerPids().at(st->ByRank(2)->local_rank);
+    ASSERT_EQ(::kill(leaving, SIGTERM), 0);
+    auto slot = WaitForPause(run, "generation-switch", 1);
+    ASSERT_TRUE(slot) << "no worker paused in a generation switch as rank 1\n" << run.Log();
+    size_t lines_before = 0;
+    int64_t step_before = 0;
+    const pid_t pid =
+        KillPausedSlot(run, *slot, "generation-switch", metrics, &lines_before, &step_before);
+    ASSERT_NO_FATAL_FAILURE(ExpectCompletedAfterKill(
+        run, job, metrics, pid, lines_before, step_before, max_restarts > 0 ? 2 : 1,
+        "launcher, kill -9 of rank 1 during a generation switch, --max-restarts=" +
+            std::to_string(max_restarts)));
+    EXPECT_THAT(run.Log(),
+                HasSubstr("(pid " + std::to_string(leaving) + ") left the job before it ended"));
+    EXPECT_THAT(run.Log(), HasSubstr("was superseded before its state moved"))
+        << "the paused survivor must give up the superseded generation at once";
+  }
+};
+
+TEST_F(LauncherKillMomentTest, KillNineDuringCheckpointWriteWithoutRestarts) {
+  KillDuringCheckpointWrite(0);
+}
+
+TEST_F(LauncherKillMomentTest, KillNineDuringCheckpointWriteWithRestart) {
+  KillDuringCheckpointWrite(1);
+}
+
+TEST_F(LauncherKillMomentTest, KillNineDuringGenerationSwitchWithoutRestarts) {
+  KillDuringGenerationSwitch(0);
+}
+
+TEST_F(LauncherKillMomentTest, KillNineDuringGenerationSwitchWithRestart) {
+  KillDuringGenerationSwitch(1);
+}
 
 // kill -9 of rank 1 of 3 with --max-restarts=0: reported, the job goes on with 2 (min_workers 2),
 // completes, loses no step and keeps the uninterrupted run's loss curve.
@@ -256,18 +440,7 @@ TEST_F(LauncherTest, FiftyShortJobsInARowEndCleanly) {
   const int kJobs = 50;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kJobs; ++i) {
-    const std::string dir = testing::MakeTempDir("retort_launcher_short");
-    dirs_.push_back(dir);
-    std::ofstream(dir + "/job.yaml")
-        << "name: short\n"
-           "student: {preset: fm-student-p7}\n"
-           "dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 256}\n"
-           "global_batch: 16\n"
-           "steps: 3\n"
-           "threads_per_worker: 1\n"
-           "evaluate: false\n"
-           "output_dir: "
-        << dir << "/out\n";
+    const std::string dir = NewShortJob("short");
     LaunchedJob run(dir + "/job.yaml", {"--workers=2"}, dir + "/launcher.log");
     auto rc = run.Wait(milliseconds(90000));
     ASSERT_TRUE(rc) << "job " << i << " did not finish\n" << run.Log();
@@ -283,6 +456,22 @@ TEST_F(LauncherTest, FiftyShortJobsInARowEndCleanly) {
   std::cout << "[ measured ] " << kJobs << " short jobs (2 workers, 3 steps) under retort-run: "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
             << " s\n";
+}
+
+// retort-run --tls: the launcher makes a CA and certificates in OUTPUT_DIR/tls, and the
+// coordinator, the workers and the launcher's own status calls all speak mutual TLS.
+TEST_F(LauncherTest, TlsRunsTheJobOverMutualTls) {
+  const std::string dir = NewShortJob("tls");
+  LaunchedJob run(dir + "/job.yaml", {"--workers=2", "--tls"}, dir + "/launcher.log");
+  auto rc = run.Wait(milliseconds(90000));
+  ASSERT_TRUE(rc) << run.Log();
+  ASSERT_EQ(*rc, 0) << run.Log();
+  EXPECT_THAT(run.LastLine(), HasSubstr("retort-run: finished after"));
+  EXPECT_THAT(run.Log(), HasSubstr("transport: mutual TLS"));
+  for (const char* file : {"ca.crt", "coordinator.crt", "coordinator.key", "worker.crt",
+                           "worker.key", "operator.crt", "operator.key"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/out/tls/" + std::string(file))) << file;
+  EXPECT_EQ(ReadMetrics(dir + "/out/metrics.jsonl").lines.size(), 3u);
 }
 
 // SIGTERM before the worker ever joined (no coordinator answers) is a requested stop: status 0.

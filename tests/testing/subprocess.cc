@@ -1,60 +1,48 @@
 #include "testing/subprocess.h"
 
-#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "common/process.h"
+
 namespace retort::testing {
 
-Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
-    : log_path_(std::move(log_path)) {
-  pid_ = fork();
-  if (pid_ == 0) {
-    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    // Die with the test process.
-    setpgid(0, 0);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
+                       SubprocessOptions options)
+    : options_(options), log_path_(std::move(log_path)) {
+  SpawnOptions spawn;
+  spawn.output = SpawnOptions::Output::kFile;
+  spawn.output_path = log_path_;
+  spawn.own_process_group = true;  // a signal to the test's group does not reach it
+  spawn.die_with_parent = options_.die_with_parent;
+  StatusOr<SpawnedProcess> spawned = SpawnProcess(argv, spawn);
+  if (spawned.ok()) {
+    pid_ = spawned->pid;
+  } else {
+    spawn_error_ = spawned.status().ToString();
+    exit_code_ = 127;
   }
 }
 
 Subprocess::~Subprocess() {
   if (pid_ > 0 && !exit_code_) {
-    kill(pid_, SIGKILL);
-    Wait(std::chrono::milliseconds(5000));
+    Signal(SIGKILL);
+    exit_code_ = WaitExit(pid_, Deadline::AfterMs(5000));
   }
 }
 
 void Subprocess::Signal(int sig) {
-  if (pid_ > 0 && !exit_code_) kill(pid_, sig);
+  if (pid_ <= 0 || exit_code_) return;
+  kill(options_.signal_process_group ? -pid_ : pid_, sig);
 }
 
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
-  if (exit_code_) return exit_code_;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      return exit_code_;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  if (!exit_code_) exit_code_ = WaitExit(pid_, Deadline::After(timeout));
+  return exit_code_;
 }
 
 bool Subprocess::Running() { return !Wait(std::chrono::milliseconds(0)).has_value(); }
@@ -62,6 +50,7 @@ bool Subprocess::Running() { return !Wait(std::chrono::milliseconds(0)).has_valu
 std::string Subprocess::Log() const {
   std::ifstream f(log_path_);
   std::stringstream ss;
+  if (!spawn_error_.empty()) ss << spawn_error_ << "\n";
   ss << f.rdbuf();
   return ss.str();
 }

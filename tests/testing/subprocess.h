@@ -1,5 +1,6 @@
-// Test helper: runs a program as a child process with stdout+stderr captured to a file, and
-// kills it (SIGKILL) on destruction so no test leaves processes behind. Not thread-safe.
+// Test helper: runs a program as a child process (common/process.h) with stdout+stderr
+// captured to a file, and kills it (SIGKILL) on destruction so no test leaves processes
+// behind. Not thread-safe.
 #pragma once
 
 #include <signal.h>
@@ -13,9 +14,18 @@
 
 namespace retort::testing {
 
+struct SubprocessOptions {
+  // Signal() and the destructor signal the child's whole process group (the child leads its
+  // own), so a wrapper that forks the real program (nsenter, unshare) takes it along.
+  bool signal_process_group = false;
+  // The child gets SIGKILL when the thread that started it exits (PR_SET_PDEATHSIG), so a
+  // crashed test leaves nothing running. Only for children started from a test's main thread.
+  bool die_with_parent = false;
+};
+
 class Subprocess {
  public:
-  Subprocess(std::vector<std::string> argv, std::string log_path);
+  Subprocess(std::vector<std::string> argv, std::string log_path, SubprocessOptions options = {});
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
@@ -30,8 +40,10 @@ class Subprocess {
 
  private:
   pid_t pid_ = -1;
-  std::optional<int> exit_code_;
+  SubprocessOptions options_;
+  std::optional<int> exit_code_;  // 127 when it could not be started
   std::string log_path_;
+  std::string spawn_error_;  // why it could not be started; shown first by Log()
 };
 
 // Polls `predicate` every 20 ms until it holds or `timeout` passes; returns whether it held.

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "coordinator/state_store.h"
+#include "coordinator/job_state_file.h"
 #include "testing/subprocess.h"
 #include "tools/run_layout.h"
 
@@ -122,7 +122,7 @@ TEST(RunLayoutTest, InspectsWhatAnEarlierRunLeftAndFreshRemovesIt) {
   RunLayout l = ResolveLayout(dir, "", Job("j"));
   EXPECT_EQ(InspectPreviousRun(l, Job("j")).kind, PreviousRun::Kind::kNone);
   std::filesystem::create_directories(l.state_dir);
-  coordinator::StateStore store(l.state_dir);
+  coordinator::JobStateFile store(l.state_dir);
   v1::CoordinatorState st;
   *st.mutable_job() = Job("j", dir + "/results");
   st.set_state(v1::JOB_STATE_RUNNING);
@@ -144,11 +144,14 @@ TEST(RunLayoutTest, InspectsWhatAnEarlierRunLeftAndFreshRemovesIt) {
   std::ofstream(dir + "/metrics.jsonl") << "{}\n";
   std::ofstream(dir + "/result.json") << "{}\n";
   std::ofstream(dir + "/notes.txt") << "mine\n";
+  std::filesystem::create_directories(dir + "/steps");
+  std::ofstream(dir + "/steps/node0-0.jsonl") << "{}\n";
   auto removed = RemovePreviousRun(l);
   ASSERT_TRUE(removed.ok()) << removed.status().message();
-  EXPECT_EQ(removed->size(), 3u);
+  EXPECT_EQ(removed->size(), 4u);
   EXPECT_FALSE(std::filesystem::exists(l.state_dir));
   EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.jsonl"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/steps")) << "a new run's report must not mix runs";
   EXPECT_TRUE(std::filesystem::exists(dir + "/notes.txt"))
       << "--fresh removes only the run's files";
   EXPECT_EQ(InspectPreviousRun(l, Job("j")).kind, PreviousRun::Kind::kNone);

@@ -11,8 +11,9 @@
 namespace retort::trainer::test {
 
 inline bool PythonTorchAvailable() {
-  static const bool ok = std::system(
-      (std::string("'") + RETORT_PYTHON + "' -c 'import torch' > /dev/null 2>&1").c_str()) == 0;
+  static const bool ok =
+      std::system(
+          (std::string("'") + RETORT_PYTHON + "' -c 'import torch' > /dev/null 2>&1").c_str()) == 0;
   return ok;
 }
 

@@ -49,11 +49,11 @@ TEST(SafetensorsTest, PresetSpecLoadsWeights) {
   const std::string dir = test::MakeTempDir();
   auto source = test::MustMake(MakeVitPreset("fm-student", 3));
   ASSERT_TRUE(ExportModelSafetensors(*source, dir + "/w.safetensors").ok());
-  auto loaded = MakeModel("vit:fm-student@" + dir + "/w.safetensors", 99);
+  auto loaded = BuildModel({.preset = "fm-student", .weights_path = dir + "/w.safetensors"}, 99);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto a = source->NamedParameters(), b = (*loaded)->NamedParameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second));
-  auto missing = MakeModel("vit:fm-student@" + dir + "/none.safetensors", 0);
+  auto missing = BuildModel({.preset = "fm-student", .weights_path = dir + "/none.safetensors"}, 0);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("none.safetensors"), std::string::npos)
       << missing.status();
@@ -96,7 +96,8 @@ TEST(SafetensorsTest, ExportedStudentLoadsIntoPyTorchAndGivesTheSameLogits) {
   ASSERT_TRUE(LoadModelSafetensors(*fresh, dir + "/student.safetensors").ok());
   EXPECT_TRUE(torch::equal(fresh->NamedParameters()[2].second, model->NamedParameters()[2].second));
   // A preset spec with weights: the fm-student preset does not fit these tiny weights.
-  auto wrong = MakeModel("vit:fm-student@" + dir + "/student.safetensors", 0);
+  auto wrong =
+      BuildModel({.preset = "fm-student", .weights_path = dir + "/student.safetensors"}, 0);
   EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument) << wrong.status();
   auto other = test::MustMake(MakeVit(test::TinyVit(24, 2), 1));
   EXPECT_EQ(LoadModelSafetensors(*other, dir + "/student.safetensors").code(),

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/trainer/kd_step_cluster.h"
 #include "tests/trainer/trainer_test_util.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/grad_reducer.h"
@@ -18,62 +19,16 @@ using test::TinyVit;
 using testing::ThreadShardComm;
 using testing::ThreadShardGroup;
 
-constexpr int64_t kGlobalBatch = 12;
+using test::KdStepCluster;
+constexpr int64_t kGlobalBatch = KdStepCluster::kGlobalBatch;
 
-KdStepOptions Options() {
-  KdStepOptions o;
-  o.loss.alpha = 0.7;
-  o.loss.temperature = 2.0;
-  o.optimizer.lr = 2e-3;
-  o.optimizer.warmup_steps = 5;
-  o.optimizer.total_steps = 40;
-  o.optimizer.weight_decay = 0.05;
-  o.optimizer.max_grad_norm = 1.0;
-  o.bucket_elements = 700;  // many buckets, some straddling rank boundaries
-  o.comm_timeout_ms = 30000;
+KdStepOptions Options() { return test::KdTestOptions(); }
+
+KdStepOptions WithLocalParallelism(int parts) {
+  KdStepOptions o = Options();
+  o.local_parallelism = parts;
   return o;
 }
-
-// One group of `world` ranks with identical initial weights.
-struct Cluster {
-  std::shared_ptr<ThreadShardGroup> group;
-  std::vector<std::unique_ptr<ThreadShardComm>> comms;
-  std::vector<std::unique_ptr<KdStep>> steps;
-
-  Cluster(int world, const std::function<ShardPlan(int64_t)>& make_plan, uint64_t student_seed = 7,
-          int local_parallelism = 1) {
-    group = std::make_shared<ThreadShardGroup>(world);
-    for (int r = 0; r < world; ++r) {
-      comms.push_back(std::make_unique<ThreadShardComm>(group, r));
-      auto teacher = MustMake(MakeVit(TinyVit(24, 2), 1));
-      auto student = MustMake(MakeVit(TinyVit(16, 2), student_seed));
-      const ShardPlan plan = make_plan(FlatParameterCount(*student));
-      KdStepOptions options = Options();
-      options.local_parallelism = local_parallelism;
-      auto step =
-          KdStep::Create(std::move(teacher), std::move(student), comms.back().get(), plan, options);
-      EXPECT_TRUE(step.ok()) << step.status();
-      steps.push_back(std::move(step).value());
-    }
-  }
-  // Runs `num_steps` global batches split by `sizes`; returns the results of rank 0.
-  std::vector<StepResult> Run(const std::vector<int64_t>& sizes, int first_step, int num_steps,
-                              const std::function<void(int, int, Batch&)>& mutate = nullptr) {
-    std::vector<StepResult> rank0;
-    RunRanks(static_cast<int>(steps.size()), [&](int rank) {
-      for (int s = first_step; s < first_step + num_steps; ++s) {
-        Batch global = SyntheticBatch(kGlobalBatch, 1, 8, 10, 1000 + s, s * kGlobalBatch);
-        Batch mine = test::Slice(global, sizes, rank);
-        if (mutate) mutate(rank, s, mine);
-        auto result = steps[rank]->Step(mine);
-        ASSERT_TRUE(result.ok()) << "rank " << rank << " step " << s << ": " << result.status();
-        if (rank == 0) rank0.push_back(*result);
-      }
-    });
-    return rank0;
-  }
-  torch::Tensor Params(int rank) { return steps[rank]->flat().params().clone(); }
-};
 
 ShardPlan EvenPlan(int world, int64_t numel) { return MakeEvenShardPlan(numel, world, 64); }
 
@@ -83,12 +38,12 @@ class WorldSizeInvarianceTest : public ::testing::Test {
 };
 
 TEST_F(WorldSizeInvarianceTest, SameParametersAfter20StepsForOneToFourRanks) {
-  Cluster single(1, [](int64_t n) { return EvenPlan(1, n); });
+  KdStepCluster single(1, Options());
   auto reference_results = single.Run({kGlobalBatch}, 0, 20);
   const torch::Tensor reference = single.Params(0);
   ASSERT_EQ(reference_results.back().step, 20);
   // Training moved the parameters and the loss went down.
-  Cluster untouched(1, [](int64_t n) { return EvenPlan(1, n); });
+  KdStepCluster untouched(1, Options());
   EXPECT_GT(test::RelativeDiff(untouched.Params(0), reference), 1e-3);
   EXPECT_LT(reference_results.back().loss, reference_results.front().loss);
 
@@ -110,7 +65,7 @@ TEST_F(WorldSizeInvarianceTest, SameParametersAfter20StepsForOneToFourRanks) {
   };
   for (const Config& config : configs) {
     SCOPED_TRACE("world " + std::to_string(config.world));
-    Cluster cluster(config.world, config.plan);
+    KdStepCluster cluster(config.world, Options(), 7, config.plan);
     auto results = cluster.Run(config.sizes, 0, 20);
     ASSERT_EQ(results.size(), 20u);
     for (int r = 0; r < config.world; ++r) {
@@ -123,7 +78,7 @@ TEST_F(WorldSizeInvarianceTest, SameParametersAfter20StepsForOneToFourRanks) {
 }
 
 TEST_F(WorldSizeInvarianceTest, NonFiniteGradientSkipsTheStepOnEveryRank) {
-  Cluster cluster(2, [](int64_t n) { return EvenPlan(2, n); });
+  KdStepCluster cluster(2, Options());
   cluster.Run({6, 6}, 0, 3);
   std::vector<torch::Tensor> params, m, v;
   for (auto& step : cluster.steps) {
@@ -155,11 +110,10 @@ TEST_F(WorldSizeInvarianceTest, NonFiniteGradientSkipsTheStepOnEveryRank) {
 }
 
 TEST_F(WorldSizeInvarianceTest, OptimizerStateMovesToANewPlan) {
-  Cluster two(2, [](int64_t n) { return EvenPlan(2, n); });
+  KdStepCluster two(2, Options());
   two.Run({6, 6}, 0, 5);
   // Re-shard onto three ranks whose students start from different weights.
-  Cluster three(
-      3, [](int64_t n) { return EvenPlan(3, n); }, /*student_seed=*/99);
+  KdStepCluster three(3, Options(), /*student_seed=*/99);
   for (auto& dst : three.steps) {
     const ShardRange want = dst->optimizer().range();
     for (auto& src : two.steps) {
@@ -183,9 +137,9 @@ TEST_F(WorldSizeInvarianceTest, OptimizerStateMovesToANewPlan) {
 }
 
 TEST_F(WorldSizeInvarianceTest, ReconfigureGrowsTheGroupWithoutLosingState) {
-  Cluster reference(2, [](int64_t n) { return EvenPlan(2, n); });
+  KdStepCluster reference(2, Options());
   reference.Run({6, 6}, 0, 8);
-  Cluster cluster(2, [](int64_t n) { return EvenPlan(2, n); });
+  KdStepCluster cluster(2, Options());
   cluster.Run({6, 6}, 0, 4);
   // Generation 2: three ranks; ranks 0 and 1 keep their KdStep, rank 2 joins with other weights.
   const int64_t numel = cluster.steps[0]->flat().numel();
@@ -202,8 +156,7 @@ TEST_F(WorldSizeInvarianceTest, ReconfigureGrowsTheGroupWithoutLosingState) {
       pieces.push_back(std::move(*piece));
     }
   }
-  Cluster joiner(
-      1, [&](int64_t n) { return MakeEvenShardPlan(n, 1); }, /*student_seed=*/55);
+  KdStepCluster joiner(1, Options(), /*student_seed=*/55);
   auto group = std::make_shared<ThreadShardGroup>(3);
   std::vector<std::unique_ptr<ThreadShardComm>> comms;
   std::vector<KdStep*> steps = {cluster.steps[0].get(), cluster.steps[1].get(),
@@ -235,11 +188,10 @@ TEST_F(WorldSizeInvarianceTest, ReconfigureGrowsTheGroupWithoutLosingState) {
 }
 
 TEST_F(WorldSizeInvarianceTest, ConcurrentPartsOfASliceMatchOnePass) {
-  Cluster one_pass(2, [](int64_t n) { return EvenPlan(2, n); });
+  KdStepCluster one_pass(2, Options());
   one_pass.Run({7, 5}, 0, 10);
   at::set_num_threads(2);  // the parts really run concurrently
-  Cluster parts(
-      2, [](int64_t n) { return EvenPlan(2, n); }, 7, /*local_parallelism=*/3);
+  KdStepCluster parts(2, WithLocalParallelism(3));
   auto results = parts.Run({7, 5}, 0, 10);
   at::set_num_threads(1);
   EXPECT_FALSE(results.back().skipped);

@@ -15,7 +15,8 @@ class TorchScriptModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::PythonTorchAvailable())
-      FAIL() << RETORT_PYTHON " has no torch: cannot build TorchScript fixtures (run scripts/setup)";
+      FAIL() << RETORT_PYTHON
+          " has no torch: cannot build TorchScript fixtures (run scripts/setup)";
     dir_ = test::MakeTempDir();
     ASSERT_FALSE(dir_.empty());
     ASSERT_EQ(test::RunFixtureScript("torchscript " + dir_), 0);
@@ -29,8 +30,8 @@ class TorchScriptModelTest : public ::testing::Test {
 };
 
 TEST_F(TorchScriptModelTest, ForwardMatchesPyTorchAndParametersKeepTheirNames) {
-  auto student = MakeModel("torchscript:" + dir_ + "/student.pt", 0);
-  auto teacher = MakeModel("torchscript:" + dir_ + "/teacher.pt", 0);
+  auto student = BuildModel({.torchscript_path = dir_ + "/student.pt"}, 0);
+  auto teacher = BuildModel({.torchscript_path = dir_ + "/teacher.pt"}, 0);
   ASSERT_TRUE(student.ok()) << student.status();
   ASSERT_TRUE(teacher.ok()) << teacher.status();
   torch::NoGradGuard no_grad;

@@ -17,15 +17,17 @@
 
 namespace retort::trainer::test {
 
-inline VitConfig TinyVit(int64_t dim, int64_t depth) {
+// A small ViT with 4x4 patches and 10 classes (default: 8x8 single-channel images, 2 heads).
+inline VitConfig TinyVit(int64_t dim, int64_t depth, int64_t image_size = 8,
+                         int64_t in_channels = 1, int64_t heads = 2) {
   VitConfig c;
   c.name = "tiny";
-  c.image_size = 8;
-  c.in_channels = 1;
+  c.image_size = image_size;
+  c.in_channels = in_channels;
   c.patch_size = 4;
   c.dim = dim;
   c.depth = depth;
-  c.heads = 2;
+  c.heads = heads;
   c.num_classes = 10;
   return c;
 }

@@ -15,9 +15,9 @@ int64_t CountParams(Model& m) {
 }
 
 TEST(VitTest, FashionMnistPresetsHaveTheRequestedShape) {
-  auto teacher = MakeModel("vit:fm-teacher", 1);
+  auto teacher = BuildModel({.preset = "fm-teacher"}, 1);
   ASSERT_TRUE(teacher.ok()) << teacher.status();
-  auto student = MakeModel("fm-student", 1);
+  auto student = BuildModel({.preset = "fm-student"}, 1);
   ASSERT_TRUE(student.ok()) << student.status();
   auto x = torch::randn({3, 1, 28, 28});
   torch::NoGradGuard no_grad;
@@ -62,7 +62,10 @@ TEST(VitTest, UnknownPresetAndBadSpecsAreNamed) {
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
   EXPECT_NE(bad.status().message().find("'vit-h14'"), std::string::npos);
   EXPECT_NE(bad.status().message().find("fm-student"), std::string::npos);
-  EXPECT_EQ(MakeModel("onnx:x.onnx", 0).status().code(), StatusCode::kInvalidArgument);
+  // A spec names exactly one model.
+  EXPECT_EQ(BuildModel({}, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildModel({.preset = "fm-student", .torchscript_path = "x.pt"}, 0).status().code(),
+            StatusCode::kInvalidArgument);
   VitConfig c = *VitPreset("fm-student");
   c.patch_size = 5;
   Status s = ValidateVitConfig(c);

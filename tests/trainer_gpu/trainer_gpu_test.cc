@@ -66,9 +66,9 @@ TEST_F(TrainerGpuTest, KdLossAndGradientMatchTheCpu) {
 }
 
 TEST_F(TrainerGpuTest, VitForwardAndBackwardMatchTheCpu) {
-  auto cpu_model = MakeModel("vit:fm-student-p7", 11);
+  auto cpu_model = BuildModel({.preset = "fm-student-p7"}, 11);
   ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
-  auto gpu_model = MakeModel("vit:fm-student-p7", 11);
+  auto gpu_model = BuildModel({.preset = "fm-student-p7"}, 11);
   ASSERT_TRUE(gpu_model.ok()) << gpu_model.status();
   (*gpu_model)->To(cuda_);
   (*cpu_model)->SetTraining(false);

@@ -8,19 +8,22 @@ namespace {
 
 StateMeta At(int64_t step) { return StateMeta{step, step, 0, step}; }
 
-// A rank that trained in `generation` as `rank` of `world`, with snapshots at `a` and `b`.
-StateDescriptor Survivor(int64_t generation, int rank, int world, int64_t a, int64_t b) {
+// A rank that trained in `generation` as `rank` of `world`, with snapshots at `a` and `b`,
+// holding the replica of rank (rank - distance) mod world.
+StateDescriptor Survivor(int64_t generation, int rank, int world, int64_t a, int64_t b,
+                         int64_t distance = 1) {
   StateDescriptor d;
   d.old_generation = generation;
   d.old_rank = rank;
   d.old_world = world;
+  d.old_replica_distance = distance;
   d.snapshot[0] = a >= 0 ? At(a) : StateMeta();
   d.snapshot[1] = b >= 0 ? At(b) : StateMeta();
   return d;
 }
 
 TEST(RecoveryPlanTest, DescriptorRoundTripsThroughItsPackedForm) {
-  StateDescriptor d = Survivor(7, 2, 5, 11, 12);
+  StateDescriptor d = Survivor(7, 2, 5, 11, 12, 3);
   d.full = StateMeta{12, 10, 3, 4};
   int64_t packed[StateDescriptor::kFields];
   d.Pack(packed);
@@ -32,6 +35,7 @@ TEST(RecoveryPlanTest, DescriptorRoundTripsThroughItsPackedForm) {
   EXPECT_EQ(back.old_world, 5);
   EXPECT_EQ(back.snapshot[0].global_step, 11);
   EXPECT_EQ(back.snapshot[1].step_in_epoch, 12);
+  EXPECT_EQ(back.old_replica_distance, 3);
 }
 
 TEST(RecoveryPlanTest, NobodyWithStateStartsFresh) {
@@ -87,6 +91,43 @@ TEST(RecoveryPlanTest, TwoNonAdjacentDeadRanksAreStillCovered) {
   auto plan = PlanRecovery({Survivor(6, 0, 4, 40, 41), Survivor(6, 2, 4, 40, 41)});
   ASSERT_EQ(plan.kind, RecoveryPlan::kReplicas);
   EXPECT_EQ(plan.contributes_predecessor, (std::vector<bool>{true, true}));
+}
+
+TEST(RecoveryPlanTest, ReplicaDistancePutsEveryReplicaOnAnotherNodeWhenTheLayoutAllows) {
+  EXPECT_EQ(ReplicaDistance({}), 1);
+  EXPECT_EQ(ReplicaDistance({0}), 1);
+  EXPECT_EQ(ReplicaDistance({0, 1, 2}), 1);           // one rank per node
+  EXPECT_EQ(ReplicaDistance({0, 0, 0}), 1);           // one node: nothing better than 1
+  EXPECT_EQ(ReplicaDistance({0, 0, 1, 1}), 2);        // 2 nodes x 2 ranks
+  EXPECT_EQ(ReplicaDistance({0, 0, 1, 1, 2, 2}), 2);  // 3 nodes x 2 ranks
+  EXPECT_EQ(ReplicaDistance({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}), 4);
+  EXPECT_EQ(ReplicaDistance({0, 0, 0, 1, 1, 1, 2, 2}), 3);  // unequal nodes, still possible
+  // A node with more than half the ranks: no distance avoids it; the fewest same-node pairs.
+  const std::vector<int> lopsided = {0, 0, 0, 1};
+  const int d = ReplicaDistance(lopsided);
+  int same_node = 0;
+  for (int r = 0; r < 4; ++r) same_node += lopsided[r] == lopsided[(r + d) % 4];
+  EXPECT_EQ(same_node, 2) << "distance " << d;
+}
+
+TEST(RecoveryPlanTest, AWholeNodeLostIsCoveredByReplicasOnTheOtherNodes) {
+  // Generation 9: 3 nodes x 2 ranks, replicas 2 ranks along the ring. Node 1 (old ranks 2 and
+  // 3) died: their ranges are held by old ranks 4 and 5.
+  auto plan = PlanRecovery({Survivor(9, 0, 6, 50, 51, 2), Survivor(9, 1, 6, 50, 51, 2),
+                            Survivor(9, 4, 6, 50, 51, 2), Survivor(9, 5, 6, 50, 51, 2)});
+  ASSERT_EQ(plan.kind, RecoveryPlan::kReplicas) << plan.reason;
+  EXPECT_EQ(plan.meta.global_step, 51);
+  EXPECT_EQ(plan.contributes_own, (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(plan.contributes_predecessor, (std::vector<bool>{false, false, true, true}));
+  // With the old placement (distance 1) old rank 3 held rank 2's replica: lost with it.
+  plan = PlanRecovery({Survivor(9, 0, 6, 50, 51), Survivor(9, 1, 6, 50, 51),
+                       Survivor(9, 4, 6, 50, 51), Survivor(9, 5, 6, 50, 51)});
+  EXPECT_EQ(plan.kind, RecoveryPlan::kCheckpoint) << plan.reason;
+}
+
+TEST(RecoveryPlanTest, RanksThatDisagreeOnTheReplicaDistanceAreNotTrusted) {
+  auto plan = PlanRecovery({Survivor(9, 0, 4, 50, 51, 2), Survivor(9, 1, 4, 50, 51, 1)});
+  EXPECT_EQ(plan.kind, RecoveryPlan::kCheckpoint) << plan.reason;
 }
 
 TEST(RecoveryPlanTest, SingleRankGenerationCannotReplicate) {

@@ -24,14 +24,14 @@ struct Loader::Job {
   float* image_data = nullptr;
   int64_t* label_data = nullptr;
   int64_t chunk = 1;
-  // Guarded by Loader::mu_:
-  int64_t next = 0;   // next unclaimed slot
-  int in_flight = 0;  // claimed chunks not finished
-  Status error;       // first error
-  int64_t replaced = 0;
+  // Decode progress, under the loader's mutex (&Loader::mu_: the owning Loader's mu_).
+  int64_t next RETORT_GUARDED_BY(&Loader::mu_) = 0;   // next unclaimed slot
+  int in_flight RETORT_GUARDED_BY(&Loader::mu_) = 0;  // claimed chunks not finished
+  Status error RETORT_GUARDED_BY(&Loader::mu_);       // first error
+  int64_t replaced RETORT_GUARDED_BY(&Loader::mu_) = 0;
 
   int64_t size() const { return slice.size(); }
-  bool complete() const { return next >= size() && in_flight == 0; }
+  bool complete() const RETORT_REQUIRES(&Loader::mu_) { return next >= size() && in_flight == 0; }
 };
 
 StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
@@ -69,11 +69,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& opti
 
 Loader::~Loader() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     jobs_.clear();
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   for (std::thread& t : threads_) t.join();
 }
 
@@ -88,7 +88,7 @@ Status Loader::Seek(SamplerState state, int rank, int world_size) {
     return InvalidArgumentError("loader: rank " + std::to_string(rank) + " of world_size " +
                                 std::to_string(world_size) + " is out of range");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // Jobs in flight keep their tensors alive through the decode threads' references; their
   // results are simply dropped.
   jobs_.clear();
@@ -98,7 +98,7 @@ Status Loader::Seek(SamplerState state, int rank, int world_size) {
   world_size_ = world_size;
   plan_cursor_ = state;
   RETORT_RETURN_IF_ERROR(RefillLocked());
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   return Status::Ok();
 }
 
@@ -135,12 +135,12 @@ Status Loader::RefillLocked() {
 }
 
 bool Loader::KnownCorrupt(int64_t index) {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  MutexLock lock(corrupt_mu_);
   return corrupt_.count(index) != 0;
 }
 
 void Loader::MarkCorrupt(int64_t index) {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  MutexLock lock(corrupt_mu_);
   corrupt_.insert(index);
 }
 
@@ -164,7 +164,7 @@ Status Loader::DecodeSlot(Job& job, int64_t slot) {
       job.used_indices[s] = index;
       job.used_seeds[s] = seed;
       if (attempt > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         ++job.replaced;
       }
       return Status::Ok();
@@ -188,7 +188,7 @@ Status Loader::DecodeSlot(Job& job, int64_t slot) {
 }
 
 void Loader::DecodeLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
     std::shared_ptr<Job> job;
     for (const auto& candidate : jobs_) {
@@ -198,14 +198,14 @@ void Loader::DecodeLoop() {
       }
     }
     if (!job) {
-      work_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      work_cv_.WaitFor(mu_, std::chrono::milliseconds(100));
       continue;
     }
     const int64_t begin = job->next;
     const int64_t end = std::min(job->size(), begin + job->chunk);
     job->next = end;
     ++job->in_flight;
-    lock.unlock();
+    lock.Unlock();
     Status status;
     for (int64_t slot = begin; slot < end && status.ok(); ++slot) {
       // A throwing dataset must not take the process down from a decode thread: the exception
@@ -217,13 +217,13 @@ void Loader::DecodeLoop() {
                                ": exception while decoding: " + e.what());
       }
     }
-    lock.lock();
+    lock.Lock();
     --job->in_flight;
     if (!status.ok() && job->error.ok()) {
       job->error = status;
       job->next = job->size();  // abandon the rest of this batch
     }
-    if (job->complete()) done_cv_.notify_all();
+    if (job->complete()) done_cv_.NotifyAll();
   }
 }
 
@@ -231,14 +231,15 @@ StatusOr<Batch> Loader::Next(Deadline deadline) {
   const auto start = SteadyClock::now();
   if (!seeked_) return FailedPreconditionError("loader: Next() before Seek()");
   std::shared_ptr<Job> job;
+  Status error;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     RETORT_RETURN_IF_ERROR(RefillLocked());
     job = jobs_.front();
     while (!job->complete()) {
       if (deadline.IsNever()) {
-        done_cv_.wait(lock);
-      } else if (done_cv_.wait_until(lock, deadline.when()) == std::cv_status::timeout &&
+        done_cv_.Wait(mu_);
+      } else if (done_cv_.WaitUntil(mu_, deadline.when()) == std::cv_status::timeout &&
                  !job->complete()) {
         const double waited = std::chrono::duration<double>(SteadyClock::now() - start).count();
         consumer_stats_.last_wait_seconds = waited;
@@ -252,14 +253,15 @@ StatusOr<Batch> Loader::Next(Deadline deadline) {
     }
     jobs_.pop_front();
     replaced_samples_ += job->replaced;
+    error = job->error;
     position_ = sampler_.Advance(position_);
     RETORT_RETURN_IF_ERROR(RefillLocked());
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   const double waited = std::chrono::duration<double>(SteadyClock::now() - start).count();
   consumer_stats_.last_wait_seconds = waited;
   consumer_stats_.total_wait_seconds += waited;
-  if (!job->error.ok()) return job->error;
+  if (!error.ok()) return error;
 
   Batch batch;
   batch.images = std::move(job->images);
@@ -277,10 +279,10 @@ StatusOr<Batch> Loader::Next(Deadline deadline) {
 LoaderStats Loader::stats() const {
   LoaderStats stats = consumer_stats_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stats.replaced_samples = replaced_samples_;
   }
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  MutexLock lock(corrupt_mu_);
   stats.corrupt_samples = static_cast<int64_t>(corrupt_.size());
   return stats;
 }

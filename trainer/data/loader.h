@@ -19,16 +19,15 @@
 // Batch::sample_indices then lists the index actually used, and stats() counts replacements.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/data/batch.h"
 #include "trainer/data/dataset.h"
@@ -87,13 +86,13 @@ class Loader {
   struct Job;
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler);
 
-  void DecodeLoop();
-  // Plans jobs from plan_cursor_ until prefetch_depth are queued. Requires mu_.
-  Status RefillLocked();
+  void DecodeLoop() RETORT_EXCLUDES(mu_);
+  // Plans jobs from plan_cursor_ until prefetch_depth are queued.
+  Status RefillLocked() RETORT_REQUIRES(mu_);
   // Decodes one sample slot of `job` (with replacement when skip_corrupt).
   Status DecodeSlot(Job& job, int64_t slot);
-  bool KnownCorrupt(int64_t index);
-  void MarkCorrupt(int64_t index);
+  bool KnownCorrupt(int64_t index) RETORT_EXCLUDES(corrupt_mu_);
+  void MarkCorrupt(int64_t index) RETORT_EXCLUDES(corrupt_mu_);
 
   const std::shared_ptr<const Dataset> dataset_;
   const LoaderOptions options_;
@@ -106,17 +105,17 @@ class Loader {
   int rank_ = 0;
   int world_size_ = 1;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;        // decode threads: work queued or stop
-  std::condition_variable done_cv_;        // consumer: a job finished
-  bool stop_ = false;                      // GUARDED_BY(mu_)
-  std::deque<std::shared_ptr<Job>> jobs_;  // GUARDED_BY(mu_), in step order
-  SamplerState plan_cursor_;               // GUARDED_BY(mu_), next step to plan
-  int64_t replaced_samples_ = 0;           // GUARDED_BY(mu_)
-  LoaderStats consumer_stats_;             // consumer thread only
+  mutable Mutex mu_;
+  CondVar work_cv_;  // decode threads: work queued or stop
+  CondVar done_cv_;  // consumer: a job finished
+  bool stop_ RETORT_GUARDED_BY(mu_) = false;
+  std::deque<std::shared_ptr<Job>> jobs_ RETORT_GUARDED_BY(mu_);  // in step order
+  SamplerState plan_cursor_ RETORT_GUARDED_BY(mu_);               // next step to plan
+  int64_t replaced_samples_ RETORT_GUARDED_BY(mu_) = 0;
+  LoaderStats consumer_stats_;  // consumer thread only
 
-  mutable std::mutex corrupt_mu_;
-  std::set<int64_t> corrupt_;  // GUARDED_BY(corrupt_mu_)
+  mutable Mutex corrupt_mu_;
+  std::set<int64_t> corrupt_ RETORT_GUARDED_BY(corrupt_mu_);
 
   std::vector<std::thread> threads_;
 };

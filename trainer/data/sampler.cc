@@ -66,14 +66,14 @@ SamplerState Sampler::Advance(SamplerState state) const {
 
 std::shared_ptr<const std::vector<int64_t>> Sampler::Permutation(int64_t epoch) const {
   {
-    std::lock_guard<std::mutex> lock(cache_->mu);
+    MutexLock lock(cache_->mu);
     if (cache_->epoch == epoch) return cache_->permutation;
   }
   // Computed outside the lock: concurrent callers for a new epoch may both compute it (same
   // result), which is cheaper than serialising every other epoch's readers behind it.
   auto perm = std::make_shared<const std::vector<int64_t>>(
       EpochPermutation(config_.seed, epoch, config_.dataset_size));
-  std::lock_guard<std::mutex> lock(cache_->mu);
+  MutexLock lock(cache_->mu);
   cache_->epoch = epoch;
   cache_->permutation = perm;
   return perm;

@@ -21,10 +21,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace retort::trainer::data {
@@ -100,9 +100,9 @@ class Sampler {
   int64_t steps_per_epoch_ = 0;
   // Cache of the most recently used epoch's permutation (shared so Sampler stays copyable).
   struct Cache {
-    std::mutex mu;
-    int64_t epoch = -1;
-    std::shared_ptr<const std::vector<int64_t>> permutation;
+    Mutex mu;
+    int64_t epoch RETORT_GUARDED_BY(mu) = -1;
+    std::shared_ptr<const std::vector<int64_t>> permutation RETORT_GUARDED_BY(mu);
   };
   std::shared_ptr<Cache> cache_;
 };

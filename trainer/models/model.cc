@@ -10,23 +10,21 @@
 
 namespace retort::trainer {
 
-StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, uint64_t seed) {
-  const std::string kVit = "vit:", kScript = "torchscript:";
-  if (spec.rfind(kScript, 0) == 0) return LoadTorchScriptModel(spec.substr(kScript.size()));
-  if (spec.rfind(kVit, 0) == 0) {
-    std::string preset = spec.substr(kVit.size());
-    const size_t at = preset.find('@');
-    if (at == std::string::npos) return MakeVitPreset(preset, seed);
-    const std::string weights = preset.substr(at + 1);
-    RETORT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                            MakeVitPreset(preset.substr(0, at), seed));
-    RETORT_RETURN_IF_ERROR(LoadModelSafetensors(*model, weights));
-    return model;
+StatusOr<std::unique_ptr<Model>> BuildModel(const models::ModelSpec& spec, uint64_t seed) {
+  if (spec.preset.empty() == spec.torchscript_path.empty())
+    return InvalidArgumentError("model spec: set exactly one of preset ('" + spec.preset +
+                                "') or torchscript_path ('" + spec.torchscript_path + "')");
+  std::unique_ptr<Model> model;
+  if (!spec.preset.empty()) {
+    RETORT_ASSIGN_OR_RETURN(model, MakeVitPreset(spec.preset, seed));
+  } else {
+    RETORT_ASSIGN_OR_RETURN(model, LoadTorchScriptModel(spec.torchscript_path));
   }
-  if (spec.find(':') != std::string::npos)
-    return InvalidArgumentError("model spec '" + spec +
-                                "': expected 'vit:<preset>' or 'torchscript:<path>'");
-  return MakeVitPreset(spec, seed);
+  if (!spec.weights_path.empty())
+    RETORT_RETURN_IF_ERROR(LoadModelSafetensors(*model, spec.weights_path,
+                                                {.allow_partial = spec.allow_partial_weights})
+                               .WithContext("loading weights " + spec.weights_path));
+  return model;
 }
 
 Status CopyParameters(Model& src, Model& dst) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "models/model_spec.h"
 
 namespace retort::trainer {
 
@@ -38,11 +39,11 @@ class Model {
   virtual std::string Describe() const = 0;
 };
 
-// Builds a model from a spec: "vit:<preset>" (see vit.h for presets; a bare preset name is
-// accepted too) or "torchscript:<path>". Built-in models are initialised from `seed`, or
-// loaded from a safetensors file with "vit:<preset>@<weights.safetensors>" (e.g. a pretrained
+// Builds the model `spec` names: a built-in ViT preset (models/vit_presets.h), initialised from
+// `seed`, or a TorchScript file; then loads spec.weights_path when set (e.g. a pretrained
 // teacher exported by ExportModelSafetensors or from PyTorch/timm with the same names).
-StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, uint64_t seed);
+// INVALID_ARGUMENT unless exactly one of preset and torchscript_path is set.
+StatusOr<std::unique_ptr<Model>> BuildModel(const models::ModelSpec& spec, uint64_t seed);
 
 // Loads a TorchScript module (torch.jit.trace/script output). Its parameters are trainable.
 StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/module.h>
@@ -14,7 +15,7 @@
 #include <map>
 #include <memory>
 
-#include "trainer/models/vit_presets.h"
+#include "models/vit_presets.h"
 
 namespace retort::trainer {
 namespace {
@@ -22,7 +23,8 @@ namespace {
 namespace nn = torch::nn;
 
 struct AttentionImpl : nn::Module {
-  AttentionImpl(int64_t dim, int64_t heads) : heads(heads), head_dim(dim / heads) {
+  AttentionImpl(int64_t dim, int64_t heads, VitAttention kind)
+      : heads(heads), head_dim(dim / heads), kind(kind) {
     qkv = register_module("qkv", nn::Linear(dim, 3 * dim));
     proj = register_module("proj", nn::Linear(dim, dim));
   }
@@ -48,6 +50,16 @@ struct AttentionImpl : nn::Module {
   // returns the heads' outputs concatenated, [b, m, d].
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        int64_t b, int64_t m) const {
+    const bool sdpa =
+        kind == VitAttention::kScaledDotProduct || (kind == VitAttention::kAuto && q.is_cuda());
+    if (sdpa) {
+      const int64_t n = k.size(1);
+      return at::scaled_dot_product_attention(q.view({b, heads, m, head_dim}),
+                                              k.view({b, heads, n, head_dim}),
+                                              v.view({b, heads, n, head_dim}))
+          .transpose(1, 2)
+          .reshape({b, m, heads * head_dim});
+    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     auto weights = torch::bmm(q * scale, k.transpose(1, 2)).softmax(-1);
     return torch::bmm(weights, v)
@@ -56,6 +68,7 @@ struct AttentionImpl : nn::Module {
         .reshape({b, m, heads * head_dim});
   }
   int64_t heads, head_dim;
+  VitAttention kind;
   nn::Linear qkv{nullptr}, proj{nullptr};
 };
 TORCH_MODULE(Attention);
@@ -77,7 +90,7 @@ nn::LayerNorm MakeNorm(int64_t dim, double eps) {
 struct BlockImpl : nn::Module {
   BlockImpl(const VitConfig& c) {
     norm1 = register_module("norm1", MakeNorm(c.dim, c.layer_norm_eps));
-    attn = register_module("attn", Attention(c.dim, c.heads));
+    attn = register_module("attn", Attention(c.dim, c.heads, c.attention));
     norm2 = register_module("norm2", MakeNorm(c.dim, c.layer_norm_eps));
     mlp = register_module("mlp", Mlp(c.dim, c.dim * c.mlp_ratio));
   }
@@ -224,7 +237,7 @@ class VitModel final : public Model {
 const std::map<std::string, VitConfig>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, VitConfig>();
-    for (const VitPresetShape& p : kVitPresetShapes) {
+    for (const models::VitPresetShape& p : models::VitPresetShapes()) {
       VitConfig c;
       c.name = std::string(p.name);
       c.image_size = p.image_size;
@@ -243,18 +256,11 @@ const std::map<std::string, VitConfig>& Presets() {
 
 }  // namespace
 
-std::vector<std::string> VitPresetNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, config] : Presets()) names.push_back(name);
-  return names;
-}
-
 StatusOr<VitConfig> VitPreset(const std::string& name) {
   auto it = Presets().find(name);
   if (it == Presets().end()) {
-    std::string known;
-    for (const auto& n : VitPresetNames()) known += (known.empty() ? "" : ", ") + n;
-    return NotFoundError("unknown ViT preset '" + name + "' (known presets: " + known + ")");
+    return NotFoundError("unknown ViT preset '" + name +
+                         "' (known presets: " + models::VitPresetNameList() + ")");
   }
   return it->second;
 }

@@ -14,6 +14,13 @@
 
 namespace retort::trainer {
 
+// How attention is computed. Same math; kAuto picks per device.
+enum class VitAttention {
+  kAuto,              // fused scaled-dot-product attention on CUDA, batched matmuls on the CPU
+  kBatchedMatmul,     // softmax(q k^T / sqrt(d)) v as two bmm (fastest on the CPU for small models)
+  kScaledDotProduct,  // at::scaled_dot_product_attention: flash / memory-efficient kernels
+};
+
 struct VitConfig {
   std::string name;
   int64_t image_size = 224;
@@ -29,12 +36,12 @@ struct VitConfig {
   // (same logits, less work). False runs the last block over every token, as timm does; the
   // tests use it as the reference.
   bool last_block_class_token_only = true;
+  VitAttention attention = VitAttention::kAuto;
 };
 
-// Presets: fm-teacher, fm-student (Fashion-MNIST, 28x28x1, 10 classes), vit-ti16, vit-s16,
-// vit-b16 (224x224x3, 1000 classes). Unknown names give NOT_FOUND listing the known ones.
+// The built-in preset `name`: its shape comes from the one preset table, models/vit_presets.h
+// (which lists them all). Unknown names give NOT_FOUND listing the known ones.
 StatusOr<VitConfig> VitPreset(const std::string& name);
-std::vector<std::string> VitPresetNames();
 // Checks divisibility (image by patch, dim by heads) and positivity, naming the field.
 Status ValidateVitConfig(const VitConfig& config);
 

@@ -19,7 +19,7 @@ ThreadShardGroup::ThreadShardGroup(int world_size)
     : world_size_(world_size), next_seq_(world_size, 0) {}
 
 std::shared_ptr<ThreadShardGroup::Op> ThreadShardGroup::Submit(int rank, Post post) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const int64_t seq = next_seq_[rank]++;
   auto& slot = pending_[seq];
   if (!slot) {
@@ -35,7 +35,7 @@ std::shared_ptr<ThreadShardGroup::Op> ThreadShardGroup::Submit(int rank, Post po
     Execute(*op);
     op->done = true;
     pending_.erase(seq);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   return op;
 }
@@ -102,8 +102,8 @@ void ThreadShardGroup::Execute(Op& op) {
 }
 
 Status ThreadShardGroup::Wait(const std::shared_ptr<Op>& op, Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_until(lock, deadline.when(), [&] { return op->done; })) {
+  MutexLock lock(mu_);
+  if (!cv_.WaitUntil(mu_, deadline.when(), [&] { return op->done; })) {
     return DeadlineExceededError("collective #" + std::to_string(op->seq) + ": only " +
                                  std::to_string(op->num_posted) + " of " +
                                  std::to_string(world_size_) + " ranks posted before the deadline");

@@ -9,13 +9,12 @@
 // ThreadShardComm is used by one rank thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "trainer/shard_comm.h"
 
 namespace retort::trainer::testing {
@@ -38,13 +37,13 @@ class ThreadShardGroup {
   Status Wait(const std::shared_ptr<Op>& op, Deadline deadline);
 
  private:
-  void Execute(Op& op);  // REQUIRES mu_ held; all posts present.
+  void Execute(Op& op) RETORT_REQUIRES(mu_);  // all posts present
 
   const int world_size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int64_t> next_seq_;                   // GUARDED_BY(mu_), per rank
-  std::map<int64_t, std::shared_ptr<Op>> pending_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<int64_t> next_seq_ RETORT_GUARDED_BY(mu_);  // per rank
+  std::map<int64_t, std::shared_ptr<Op>> pending_ RETORT_GUARDED_BY(mu_);
 };
 
 class ThreadShardComm final : public ShardComm {

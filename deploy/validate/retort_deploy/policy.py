@@ -2,7 +2,8 @@
 
 check_policy() returns messages naming the object and what is wrong; an empty list means the
 overlay complies. The rules are those deploy/README.md describes: pod hardening, resources,
-native gRPC probes, one Recreate coordinator on a PVC, Services that select the right pods,
+native gRPC probes, mutual TLS from Secret volumes with the coordinator's probes on its plaintext
+health-only port, one Recreate coordinator on a PVC, Services that select the right pods,
 worker identity from the downward API, graceful termination, ReadWriteMany checkpoint storage
 mounted by both sides, no committed Secret, GPU placement (gpu) or none (cpu), and the job spec.
 """
@@ -68,6 +69,31 @@ def flag_value(container, name):
         if isinstance(arg, str) and arg.startswith(prefix):
             return arg[len(prefix):]
     return None
+
+
+def _loopback(address):
+    """Whether a gRPC listen address is reachable from this host only (as the coordinator's
+    coordinator/listen_policy.cc decides)."""
+    host = str(address or "").rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _secured(container):
+    """Whether a container is given a TLS certificate and key."""
+    return flag_value(container, "tls-cert") is not None and flag_value(container, "tls-key") is not None
+
+
+def _check_tls_files(obj, container, where, errors):
+    """Mutual TLS: --tls-cert, --tls-key and --tls-ca are given, each a file of a mounted
+    Secret volume (never a path baked into the image)."""
+    for flag in ("tls-cert", "tls-key", "tls-ca"):
+        path = flag_value(container, flag)
+        if path is None:
+            errors.append(f"{where}: needs --{flag} (mutual TLS)")
+            continue
+        mount = _claim_holding(obj, path)
+        if mount is None or dig(mount["volume"], "secret") is None or path == mount["dir"]:
+            errors.append(f"{where}: --{flag}={path} is not a file of a mounted Secret volume")
 
 
 def _env(container, name):
@@ -208,6 +234,24 @@ def _check_coordinator(objects, errors, context):
     )
     if container_port is None or port is None or not _is(container_port.get("containerPort"), port):
         errors.append(f"{describe(service)}: targetPort does not reach --listen={listen}")
+    if not _loopback(listen) and not _secured(container) and "--insecure-listen" not in items(container.get("args")):
+        errors.append(
+            f"{name}: --listen={listen} is reachable from other pods without TLS; give --tls-cert and "
+            "--tls-key, or say --insecure-listen (the coordinator refuses to start otherwise)"
+        )
+    # Mutual TLS by default; the kubelet's probes (no client certificate) use the plaintext
+    # health-only port.
+    if "--insecure-listen" in items(container.get("args")):
+        errors.append(f"{name}: --insecure-listen: the coordinator must serve mutual TLS")
+    _check_tls_files(deployment, container, name, errors)
+    health = _port(flag_value(container, "health-listen"))
+    if health is None:
+        errors.append(f"{name}: needs --health-listen (plaintext grpc.health.v1 for the probes)")
+    elif health == port:
+        errors.append(f"{name}: --health-listen must be a port of its own, not --listen's")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if health is not None and not _is(dig(container, probe, "grpc", "port"), health):
+            errors.append(f"{name}: {probe} must target --health-listen (port {health})")
     state = _claim_holding(deployment, flag_value(container, "state-dir") or "")
     if state is None or dig(state["volume"], "persistentVolumeClaim") is None or state["read_only"]:
         errors.append(f"{name}: --state-dir must be on a writable PersistentVolumeClaim")
@@ -277,6 +321,7 @@ def _check_workers(objects, errors, context):
     health = _port(flag_value(container, "health-listen"))
     if health is None or not _is(dig(container, "readinessProbe", "grpc", "port"), health):
         errors.append(f"{name}: probes must target --health-listen")
+    _check_tls_files(workers, container, name, errors)
     elastic = dig(context.get("job_spec"), "elastic")
     replicas = _number(dig(workers, "spec", "replicas"))
     if isinstance(elastic, dict) and replicas is not None:

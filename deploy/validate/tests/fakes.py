@@ -22,16 +22,19 @@ HELP = {
         for f in [
             "listen", "state-dir", "job", "heartbeat-interval-ms", "eviction-timeout-ms", "settle-ms",
             "min-workers", "max-workers", "checkpoint-dir", "log-level", "rejoin-grace-ms",
+            "metrics-listen", "tls-cert", "tls-key", "tls-ca", "health-listen",
         ]
     )
     + _flag("no-check-paths", False)
     + _flag("restart-from-scratch", False)
+    + _flag("insecure-listen", False)
     + "  --help\n      Show this help and exit.\n",
     "retort-worker": "Usage: retort-worker [flags]\n\nFlags:\n"
     + "".join(
         _flag(f)
         for f in [
             "coordinator", "node", "local-rank", "data-address", "devices", "threads", "health-listen", "log-level",
+            "metrics-listen", "tls-ca", "tls-cert", "tls-key",
         ]
     )
     + "  --help\n      Show this help and exit.\n",
@@ -39,8 +42,14 @@ HELP = {
     + _flag("coordinator")
     + _flag("json", False)
     + _flag("timeout-ms")
+    + _flag("tls-ca")
+    + _flag("tls-cert")
+    + _flag("tls-key")
+    + _flag("out")
+    + _flag("hosts")
     + "  --help\n      Show this help and exit.\n\nCommands:\n"
-    + "  status\n  watch\n  pause\n  resume\n  checkpoint\n  scale --min N --max N\n  drain ID\n  stop\n",
+    + "  status\n  watch\n  pause\n  resume\n  checkpoint\n  scale --min N --max N\n  drain ID\n  stop\n"
+    + "  certs --out=DIR [--hosts=H,...]\n",
 }
 
 

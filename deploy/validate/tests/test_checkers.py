@@ -126,6 +126,9 @@ class PolicyCheckTest(unittest.TestCase):
             ("--coordinator=retort-coordinator.", "--coordinator=coordinator."),
             ("maxUnavailable: 1", "maxUnavailable: 3"),
             ("  name: retort-shared\n  namespace: retort", "  name: retort-shared"),
+            ("        - --tls-ca=/etc/retort/tls/ca.crt\n        - --health-listen=0.0.0.0:7072\n",
+             "        - --insecure-listen\n"),
+            ("        - --tls-key=/etc/retort/tls/worker.key\n", "        - --tls-key=/opt/retort/worker.key\n"),
         ]:
             broken = replace_once(self, broken, old, new)
         status, output = run_script("check_policy.py", "--accelerator=cpu", write_temp(self, "broken.yaml", broken))
@@ -138,6 +141,10 @@ class PolicyCheckTest(unittest.TestCase):
             r"--coordinator=coordinator\.\$\(POD_NAMESPACE\)\.svc:7070 is not the coordinator Service",
             r"needs a PodDisruptionBudget with maxUnavailable 1",
             r"PersistentVolumeClaim/retort-shared: namespace must be retort \(is unset\)",
+            r"Deployment/retort-coordinator: --insecure-listen: the coordinator must serve mutual TLS",
+            r"Deployment/retort-coordinator: needs --tls-ca \(mutual TLS\)",
+            r"Deployment/retort-coordinator: needs --health-listen",
+            r"StatefulSet/retort-worker: --tls-key=/opt/retort/worker.key is not a file of a mounted Secret volume",
         ])
 
     def test_names_pod_hardening_probe_image_and_secret_violations(self):
@@ -145,8 +152,10 @@ class PolicyCheckTest(unittest.TestCase):
         for old, new in [
             ("image: retort-cpu:0.1.0", "image: retort-cpu"),
             ("--log-level=$(RETORT_LOG_LEVEL)", "--log-level=$(LOG_LEVEL)"),
-            ("        readinessProbe:\n          grpc:\n            port: 7070",
-             "        readinessProbe:\n          tcpSocket:\n            port: 7070"),
+            ("        readinessProbe:\n          grpc:\n            port: 7072",
+             "        readinessProbe:\n          tcpSocket:\n            port: 7072"),
+            ("          grpc:\n            port: 7072\n          periodSeconds: 10",
+             "          grpc:\n            port: 7070\n          periodSeconds: 10"),
             ("          optional: true", "          optional: false"),
             ("        - name: RETORT_THREADS\n          value: \"2\"",
              "        - name: RETORT_THREADS\n          valueFrom:\n            secretKeyRef: {name: s, key: k}"),
@@ -158,6 +167,7 @@ class PolicyCheckTest(unittest.TestCase):
             r'container coordinator: image "retort-cpu" must carry a tag or digest',
             r'container coordinator: "--log-level=\$\(LOG_LEVEL\)" uses \$\(LOG_LEVEL\) but env has no LOG_LEVEL',
             r"container coordinator: readinessProbe must be a native grpc probe",
+            r"Deployment/retort-coordinator: livenessProbe must target --health-listen \(port 7072\)",
             r"Deployment/retort-coordinator: secret volume credentials must be optional",
             r"container worker: env RETORT_THREADS comes from a Secret; mount secrets as files",
             r"Secret/leaked: secrets are created by the operator, never committed",

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Alpha-beta (latency-bandwidth) model of retort's ZeRO-1 data plane, calibrated on test hosts.
+
+Schedules modelled (collectives/README.md):
+  flat ring reduce-scatter / all-gather, n ranks, S bytes:   (n-1) * (a + S/n * b_link)
+    (node-major ring: each host link carries one flow, the bottleneck is the inter-host link)
+  hierarchical, H hosts x L ranks: intra RS over L, then inter RS among equal local indices:
+    (L-1) * (a_i + S/L * b_i) + (H-1) * (a_e + S/H * b_e)
+    (the L inter-host flows of a host share its link: L * S/(L*H) bytes per step)
+
+Calibration, from shaped_links_bench JSON lines (reduce_scatter, several sizes, several link
+rates, both layouts, one run):
+  a_e, b_e per link rate: least squares of the flat ring's times at that rate;
+  a_i, b_i: least squares of the hierarchical times at the *unshaped* rate, after subtracting its
+            inter-host part (a_e, b_e of the unshaped flat ring).
+Validation: the hierarchical times at every *shaped* rate are predicted from those (never fitted
+on them) and compared with the measured ones.
+
+Projection (--project): ViT-B/16 -> ViT-S/16 distillation on G GPUs, 8 per node. Every figure
+that is not a namespace measurement is a stated assumption (flag defaults): the inter-node
+bandwidth per node (100-400 Gb/s), the inter-node latency, the NVLink bandwidth inside a node,
+and the GPU compute time of one KD step, which is NOT measured here (no GPU on this machine):
+the table gives the scaling efficiency for the assumed compute time and the smallest compute
+time per step that reaches 90%.
+
+Usage: scaling_model.py MEASUREMENTS.jsonl [--project] [--json]
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            row = json.loads(line)
+            if "op" in row and row["op"] == "reduce_scatter":
+                rows.append(row)
+    if not rows:
+        sys.exit(f"scaling_model: no reduce_scatter lines in {path}")
+    return rows
+
+
+def fit(xs, ys):
+    """Least squares y = a * x0 + b * x1 with a, b >= 0; xs: list of (x0, x1)."""
+    A = np.array(xs, dtype=float)
+    y = np.array(ys, dtype=float)
+    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+    if a < 0:  # latency not identifiable from these sizes: bandwidth only
+        a, b = 0.0, float(np.dot(A[:, 1], y) / np.dot(A[:, 1], A[:, 1]))
+    return float(a), float(b)
+
+
+def flat_terms(n, s):
+    return (n - 1, (n - 1) * s / n)
+
+
+def calibrate(rows):
+    impls = {r["impl"] for r in rows}
+    for need in ("retort-ucx", "retort-hierarchical"):
+        if need not in impls:
+            sys.exit(f"scaling_model: no {need} lines (run shaped_links_bench with both backends)")
+    H = rows[0]["hosts"]
+    L = rows[0]["ranks_per_host"]
+    n = H * L
+    rates = sorted({r["link_mbit"] for r in rows})
+    if 0 not in rates:
+        sys.exit("scaling_model: the unshaped rate (0) calibrates the intra-host terms; run it")
+    link = {}
+    for rate in rates:
+        flat = [r for r in rows if r["impl"] == "retort-ucx" and r["link_mbit"] == rate]
+        xs = [flat_terms(n, r["bytes"]) for r in flat]
+        ys = [r["time_us"] * 1e-6 for r in flat]
+        link[rate] = fit(xs, ys)
+    a_e0, b_e0 = link[0]
+    hier0 = [r for r in rows if r["impl"] == "retort-hierarchical" and r["link_mbit"] == 0]
+    xs, ys = [], []
+    for r in hier0:
+        s = r["bytes"]
+        inter = (H - 1) * (a_e0 + s / H * b_e0)
+        xs.append((L - 1, (L - 1) * s / L))
+        ys.append(max(0.0, r["time_us"] * 1e-6 - inter))
+    a_i, b_i = fit(xs, ys)
+    return {"hosts": H, "ranks_per_host": L, "link": link, "intra": (a_i, b_i)}
+
+
+def predict_hier(model, rate, s):
+    H, L = model["hosts"], model["ranks_per_host"]
+    a_i, b_i = model["intra"]
+    a_e, b_e = model["link"][rate]
+    return (L - 1) * (a_i + s / L * b_i) + (H - 1) * (a_e + s / H * b_e)
+
+
+def predict_flat(model, rate, s):
+    n = model["hosts"] * model["ranks_per_host"]
+    a_e, b_e = model["link"][rate]
+    return (n - 1) * (a_e + s / n * b_e)
+
+
+def vit_params(dim, depth, image=224, patch=16, channels=3, classes=1000, mlp_ratio=4):
+    tokens = (image // patch) ** 2 + 1
+    embed = patch * patch * channels * dim + dim + dim + tokens * dim
+    block = 2 * 2 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim)
+    block += dim * mlp_ratio * dim + mlp_ratio * dim + mlp_ratio * dim * dim + dim
+    return embed + depth * block + 2 * dim + dim * classes + classes
+
+
+def project(args):
+    params = vit_params(384, 12)  # ViT-S/16, the student: its fp32 gradients are reduce-scattered
+    s = params * 4
+    rows = []
+    for gpus in (8, 64, 256):
+        L = min(8, gpus)
+        H = gpus // L
+        for gbps in (100, 200, 400):
+            b_e = 8 / (gbps * 1e9)  # seconds per byte through one node's link
+            b_i = 1 / (args.nvlink_GBps * 1e9)
+            a_i, a_e = args.intra_latency_us * 1e-6, args.inter_latency_us * 1e-6
+            rs = (L - 1) * (a_i + s / L * b_i) + (H - 1) * (a_e + s / H * b_e)
+            comm = 2 * rs  # reduce-scatter of gradients + all-gather of the updated parameters
+            # Exposed communication: all of it, or only the all-gather when the reduce-scatter
+            # overlaps backward completely (gradient buckets; the best case).
+            eff_serial = args.compute_ms / (args.compute_ms + comm * 1e3)
+            eff_overlap = args.compute_ms / (args.compute_ms + rs * 1e3)
+            need = 0.9 / 0.1 * comm * 1e3  # compute time at which serial efficiency is 90%
+            rows.append({"gpus": gpus, "nodes": H, "link_Gbps": gbps, "grad_MB": s / 1e6,
+                         "rs_ms": rs * 1e3, "comm_ms": comm * 1e3,
+                         "assumed_compute_ms": args.compute_ms,
+                         "efficiency_no_overlap": eff_serial,
+                         "efficiency_rs_overlapped": eff_overlap,
+                         "compute_ms_for_90pct_no_overlap": need})
+    return params, rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("measurements", help="shaped_links_bench JSON lines")
+    p.add_argument("--project", action="store_true", help="also project to 8/64/256 GPUs")
+    p.add_argument("--json", action="store_true", help="JSON lines only, no markdown")
+    p.add_argument("--compute-ms", type=float, default=100.0,
+                   help="ASSUMED GPU time of one KD step (not measured here)")
+    p.add_argument("--nvlink-GBps", type=float, default=150.0,
+                   help="ASSUMED intra-node bandwidth per GPU (bytes/s / 1e9)")
+    p.add_argument("--intra-latency-us", type=float, default=5.0, help="ASSUMED")
+    p.add_argument("--inter-latency-us", type=float, default=10.0, help="ASSUMED")
+    args = p.parse_args()
+    if args.compute_ms <= 0 or args.nvlink_GBps <= 0:
+        sys.exit("scaling_model: --compute-ms and --nvlink-GBps must be > 0")
+    rows = load(args.measurements)
+    model = calibrate(rows)
+    out = []
+    for rate, (a, b) in sorted(model["link"].items()):
+        out.append({"kind": "calibration", "link_mbit": rate, "alpha_us": a * 1e6,
+                    "beta_GBps": (1 / b / 1e9) if b > 0 else None})
+    a_i, b_i = model["intra"]
+    out.append({"kind": "calibration", "link": "intra-host", "alpha_us": a_i * 1e6,
+                "beta_GBps": (1 / b_i / 1e9) if b_i > 0 else None})
+    for r in rows:
+        if r["impl"] != "retort-hierarchical" or r["link_mbit"] == 0:
+            continue
+        pred = predict_hier(model, r["link_mbit"], r["bytes"])
+        meas = r["time_us"] * 1e-6
+        out.append({"kind": "validation", "link_mbit": r["link_mbit"], "bytes": r["bytes"],
+                    "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3,
+                    "error_pct": (pred - meas) / meas * 100,
+                    "flat_predicted_ms": predict_flat(model, r["link_mbit"], r["bytes"]) * 1e3})
+    if args.project:
+        params, proj = project(args)
+        for row in proj:
+            out.append(dict(kind="projection", student_params=params, **row))
+    if args.json:
+        for o in out:
+            print(json.dumps(o))
+        return
+    print("| calibration | alpha (us) | beta (GB/s) |\n| --- | --- | --- |")
+    for o in out:
+        if o["kind"] == "calibration":
+            name = f"{o['link_mbit']} Mbit/s link" if "link_mbit" in o else o["link"]
+            beta = "n/a" if o["beta_GBps"] is None else f"{o['beta_GBps']:.3f}"
+            print(f"| {name} | {o['alpha_us']:.0f} | {beta} |")
+    print("\n| link (Mbit/s) | bytes | hierarchical predicted (ms) | measured (ms) | error |"
+          "\n| --- | --- | --- | --- | --- |")
+    for o in out:
+        if o["kind"] == "validation":
+            print(f"| {o['link_mbit']} | {o['bytes']} | {o['predicted_ms']:.1f} | "
+                  f"{o['measured_ms']:.1f} | {o['error_pct']:+.0f}% |")
+    if args.project:
+        print(f"\nViT-S/16 student: {params} parameters, fp32 gradients; compute per step "
+              f"ASSUMED {args.compute_ms:g} ms (GPU step time not measured)")
+        print("\n| GPUs | nodes | link (Gb/s) | RS (ms) | RS+AG (ms) | efficiency, no overlap |"
+              " efficiency, RS overlapped | compute for 90% (ms) |\n| --- | --- | --- | --- | --- |"
+              " --- | --- | --- |")
+        for o in out:
+            if o["kind"] == "projection":
+                print(f"| {o['gpus']} | {o['nodes']} | {o['link_Gbps']} | {o['rs_ms']:.1f} | "
+                      f"{o['comm_ms']:.1f} | {o['efficiency_no_overlap']:.1%} | "
+                      f"{o['efficiency_rs_overlapped']:.1%} | "
+                      f"{o['compute_ms_for_90pct_no_overlap']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""PyTorch reference for the one-GPU KD step benchmark (kd_step_gpu_bench): the same ViT
+teacher and student (kd_reference.py: timm-like modules, scaled-dot-product attention on CUDA),
+bf16 autocast for both forwards and the student's backward, the frozen teacher under
+torch.no_grad() in eval mode, AdamW(fused=True) with timm's weight-decay groups,
+clip_grad_norm_, synthetic data on the device. --mode eager or compile (torch.compile of the
+teacher and of the student). Prints one JSON line.
+
+Usage: kd_reference_gpu.py [--mode eager|compile] [--teacher vit-b16] [--student vit-s16]
+                           [--batch 256] [--warmup 5] [--steps 30] [--device cuda:0] [--no-bf16]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kd_reference import PRESETS, adamw_param_groups, kd_loss, make_vit  # noqa: E402
+
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument("--teacher", default="vit-b16")
+    ap.add_argument("--student", default="vit-s16")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--gflop-per-sample", type=float, default=62.96)
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    teacher = make_vit(args.teacher).to(device).eval()
+    student = make_vit(args.student).to(device).train()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    fused = device.type == "cuda"
+    opt = torch.optim.AdamW(adamw_param_groups(student, 0.05), lr=1e-3, fused=fused)
+    image, channels, classes = PRESETS[args.student][0], PRESETS[args.student][1], PRESETS[args.student][6]
+    x = torch.randn(args.batch, channels, image, image, device=device)
+    y = torch.randint(classes, (args.batch,), device=device)
+    run_teacher, run_student = teacher, student
+    if args.mode == "compile":
+        run_teacher, run_student = torch.compile(teacher), torch.compile(student)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
+
+    def step():
+        with torch.no_grad(), autocast:
+            t = run_teacher(x)
+        with autocast:
+            loss = kd_loss(run_student(x).float(), t.float(), y, 0.5, 4.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0, foreach=True)
+        opt.step()
+        return loss
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(args.warmup):
+        step()
+    sync()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    loss = None
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step().item()  # a host read, as retort's step ends with one
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    median = times[len(times) // 2]
+    p99 = times[min(len(times) - 1, int(0.99 * (len(times) - 1) + 0.5))]
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    samples_per_s = args.batch / median
+    out = {
+        "impl": "pytorch_" + args.mode, "device": name, "teacher": args.teacher,
+        "student": args.student, "batch": args.batch, "bf16": args.bf16, "steps": args.steps,
+        "samples_per_s": round(samples_per_s, 2), "step_ms_median": round(median * 1e3, 3),
+        "step_ms_p99": round(p99 * 1e3, 3), "final_loss": loss, "torch": torch.__version__,
+    }
+    if device.type == "cuda":
+        out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
+    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+    if peak:
+        out["mfu"] = round(samples_per_s * args.gflop_per_sample * 1e9 / (peak * 1e12), 4)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

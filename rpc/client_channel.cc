@@ -1,0 +1,59 @@
+#include "rpc/client_channel.h"
+
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include "common/credential_files.h"
+#include "rpc/metadata.h"
+
+namespace retort::rpc {
+
+Status ValidateClientSecurity(const ClientSecurity& s) {
+  if (s.tls_cert.empty() != s.tls_key.empty())
+    return InvalidArgumentError("--tls-cert and --tls-key go together");
+  if (!s.tls_cert.empty() && s.tls_ca.empty())
+    return InvalidArgumentError(
+        "--tls-cert needs --tls-ca: the CA that signed the coordinator's certificate");
+  if (s.refresh_s <= 0) return InvalidArgumentError("--tls-refresh-s must be > 0");
+  RETORT_RETURN_IF_ERROR(CheckReadableFlagFile(s.tls_cert, "tls-cert"));
+  RETORT_RETURN_IF_ERROR(CheckReadableFlagFile(s.tls_key, "tls-key"));
+  RETORT_RETURN_IF_ERROR(CheckReadableFlagFile(s.tls_ca, "tls-ca"));
+  if (!s.token_file.empty()) {
+    auto token = ReadTokenFile(s.token_file);
+    if (!token.ok()) return InvalidArgumentError("--token-file: " + token.status().message());
+  }
+  return Status::Ok();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const ClientSecurity& s) {
+  if (!s.tls()) return grpc::InsecureChannelCredentials();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      s.tls_key, s.tls_cert, s.tls_ca, static_cast<unsigned int>(s.refresh_s));
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(provider);
+  options.watch_root_certs();
+  if (!s.tls_cert.empty()) options.watch_identity_key_cert_pairs();
+  return grpc::experimental::TlsCredentials(options);
+}
+
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
+                                                      const ClientSecurity& security) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Reconnect quickly after a coordinator restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, MakeChannelCredentials(security), args);
+}
+
+void AddTokenMetadata(const ClientSecurity& s, grpc::ClientContext* ctx) {
+  if (s.token_file.empty()) return;
+  auto token = ReadTokenFile(s.token_file);
+  if (token.ok()) ctx->AddMetadata(kAuthorizationMetadata, kBearerPrefix + *token);
+}
+
+}  // namespace retort::rpc

@@ -1,0 +1,171 @@
+#include "tools/report/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace retort::report {
+namespace {
+
+std::string F(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+std::string Tick(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+// A "nice" step for about `ticks` ticks across [lo, hi].
+double NiceStep(double lo, double hi, int ticks) {
+  const double raw = (hi - lo) / std::max(1, ticks);
+  if (raw <= 0) return 1;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag) return m * mag;
+  return 10 * mag;
+}
+
+}  // namespace
+
+std::string EscapeXml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderLineChart(const LineChart& c) {
+  const double left = 64, right = 16, top = 28, bottom = 40;
+  const double w = c.width - left - right, h = c.height - top - bottom;
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const Series& s : c.series)
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x);
+      y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  std::ostringstream o;
+  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << c.width
+    << "\" height=\"" << c.height << "\" role=\"img\" aria-label=\"" << EscapeXml(c.title) << "\">";
+  o << "<text x=\"" << left << "\" y=\"18\" class=\"title\">" << EscapeXml(c.title) << "</text>";
+  if (x0 > x1) {
+    o << "<text x=\"" << left << "\" y=\"" << top + h / 2 << "\">no data</text></svg>";
+    return o.str();
+  }
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + (y0 == 0 ? 1 : std::abs(y0) * 0.1);
+  if (y0 > 0 && y0 < 0.5 * y1) y0 = 0;  // start at zero when that costs little
+  auto X = [&](double x) { return left + (x - x0) / (x1 - x0) * w; };
+  auto Y = [&](double y) { return top + h - (y - y0) / (y1 - y0) * h; };
+  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << w << "\" height=\"" << h
+    << "\" fill=\"none\" stroke=\"#999\"/>";
+  const double ys = NiceStep(y0, y1, 4);
+  for (double y = std::ceil(y0 / ys) * ys; y <= y1 + 1e-12; y += ys)
+    o << "<line x1=\"" << left << "\" x2=\"" << left + w << "\" y1=\"" << F(Y(y)) << "\" y2=\""
+      << F(Y(y)) << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << F(Y(y) + 4)
+      << "\" text-anchor=\"end\" class=\"tick\">" << Tick(y) << "</text>";
+  const double xs = NiceStep(x0, x1, 6);
+  for (double x = std::ceil(x0 / xs) * xs; x <= x1 + 1e-12; x += xs)
+    o << "<text x=\"" << F(X(x)) << "\" y=\"" << top + h + 16
+      << "\" text-anchor=\"middle\" class=\"tick\">" << Tick(x) << "</text>";
+  o << "<text x=\"" << left + w / 2 << "\" y=\"" << c.height - 6
+    << "\" text-anchor=\"middle\" class=\"axis\">" << EscapeXml(c.x_label) << "</text>";
+  o << "<text transform=\"translate(14," << top + h / 2
+    << ") rotate(-90)\" text-anchor=\"middle\" class=\"axis\">" << EscapeXml(c.y_label)
+    << "</text>";
+  for (const Marker& m : c.markers) {
+    if (m.x < x0 || m.x > x1) continue;
+    o << "<line class=\"marker\" x1=\"" << F(X(m.x)) << "\" x2=\"" << F(X(m.x)) << "\" y1=\"" << top
+      << "\" y2=\"" << top + h << "\" stroke=\"" << EscapeXml(m.color)
+      << "\" stroke-dasharray=\"4 3\"><title>" << EscapeXml(m.label) << "</title></line>";
+  }
+  int legend = 0;
+  for (const Series& s : c.series) {
+    std::string path;
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      path += (path.empty() ? "M" : " L") + F(X(x)) + " " + F(Y(y));
+    }
+    o << "<path class=\"series\" d=\"" << path << "\" fill=\"none\" stroke=\"" << EscapeXml(s.color)
+      << "\" stroke-width=\"1.5\"><title>" << EscapeXml(s.name) << "</title></path>";
+    o << "<text x=\"" << left + w - 4 << "\" y=\"" << top + 14 + 14 * legend++
+      << "\" text-anchor=\"end\" fill=\"" << EscapeXml(s.color) << "\" class=\"legend\">"
+      << EscapeXml(s.name) << "</text>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+std::string RenderStackedBars(const StackedBars& b) {
+  const double left = 150, right = 16, top = 28, row_h = 22, legend_h = 24;
+  const double w = b.width - left - right;
+  const int height = static_cast<int>(top + row_h * b.rows.size() + legend_h + 24);
+  double max_total = 0;
+  for (const auto& row : b.rows) {
+    double t = 0;
+    for (double v : row) t += std::max(0.0, v);
+    max_total = std::max(max_total, t);
+  }
+  if (max_total <= 0) max_total = 1;
+  std::ostringstream o;
+  o << "<svg class=\"bars\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << b.width
+    << "\" height=\"" << height << "\" role=\"img\" aria-label=\"" << EscapeXml(b.title) << "\">";
+  o << "<text x=\"8\" y=\"18\" class=\"title\">" << EscapeXml(b.title) << "</text>";
+  for (size_t r = 0; r < b.rows.size(); ++r) {
+    const double y = top + r * row_h;
+    o << "<text x=\"" << left - 6 << "\" y=\"" << F(y + 15)
+      << "\" text-anchor=\"end\" class=\"tick\">"
+      << EscapeXml(r < b.row_labels.size() ? b.row_labels[r] : "") << "</text>";
+    double x = left;
+    for (size_t s = 0; s < b.rows[r].size(); ++s) {
+      const double v = std::max(0.0, b.rows[r][s]);
+      const double bw = v / max_total * w;
+      if (bw <= 0) continue;
+      o << "<rect x=\"" << F(x) << "\" y=\"" << F(y + 3) << "\" width=\"" << F(bw) << "\" height=\""
+        << row_h - 6 << "\" fill=\""
+        << EscapeXml(s < b.segment_colors.size() ? b.segment_colors[s] : "#888") << "\"><title>"
+        << EscapeXml((s < b.segment_names.size() ? b.segment_names[s] : "") + ": " + Tick(v))
+        << "</title></rect>";
+      x += bw;
+    }
+  }
+  double lx = left;
+  const double ly = top + row_h * b.rows.size() + 14;
+  for (size_t s = 0; s < b.segment_names.size(); ++s) {
+    o << "<rect x=\"" << F(lx) << "\" y=\"" << F(ly - 9) << "\" width=\"10\" height=\"10\" fill=\""
+      << EscapeXml(s < b.segment_colors.size() ? b.segment_colors[s] : "#888") << "\"/><text x=\""
+      << F(lx + 13) << "\" y=\"" << F(ly) << "\" class=\"legend\">" << EscapeXml(b.segment_names[s])
+      << "</text>";
+    lx += 16 + 7.0 * b.segment_names[s].size();
+  }
+  o << "<text x=\"" << left + w / 2 << "\" y=\"" << height - 4
+    << "\" text-anchor=\"middle\" class=\"axis\">" << EscapeXml(b.x_label) << "</text>";
+  o << "</svg>";
+  return o.str();
+}
+
+}  // namespace retort::report

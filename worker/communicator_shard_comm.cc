@@ -1,0 +1,89 @@
+#include "worker/communicator_shard_comm.h"
+
+#include <chrono>
+
+namespace retort::worker {
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class WorkHandle final : public trainer::CommHandle {
+ public:
+  explicit WorkHandle(collectives::WorkPtr work) : work_(std::move(work)) {}
+  Status Wait(Deadline deadline) override { return work_->Wait(deadline); }
+
+ private:
+  collectives::WorkPtr work_;
+};
+
+// Reports the collective to a listener when its wait returns.
+class ListenedHandle final : public trainer::CommHandle {
+ public:
+  ListenedHandle(collectives::WorkPtr work, CollectiveListener* listener, const char* op,
+                 int64_t elements)
+      : work_(std::move(work)),
+        listener_(listener),
+        op_(op),
+        elements_(elements),
+        start_us_(NowUs()) {}
+  Status Wait(Deadline deadline) override {
+    Status s = work_->Wait(deadline);
+    listener_->OnCollective(op_, elements_, start_us_, NowUs());
+    return s;
+  }
+
+ private:
+  collectives::WorkPtr work_;
+  CollectiveListener* const listener_;
+  const char* const op_;
+  const int64_t elements_;
+  const int64_t start_us_;
+};
+
+std::vector<size_t> ToSizes(const std::vector<int64_t>& counts) {
+  return std::vector<size_t>(counts.begin(), counts.end());
+}
+
+size_t Sum(const std::vector<int64_t>& counts) {
+  size_t total = 0;
+  for (auto c : counts) total += static_cast<size_t>(c);
+  return total;
+}
+
+}  // namespace
+
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::ReduceScatterV(
+    const float* in, float* out, std::vector<int64_t> counts) {
+  const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
+  return Wrap(comm_->ReduceScatterV({in, Sum(counts), collectives::DataType::kFloat32},
+                                    {out, mine, collectives::DataType::kFloat32}, ToSizes(counts),
+                                    collectives::ReduceOp::kSum),
+              "reduce_scatter", static_cast<int64_t>(Sum(counts)));
+}
+
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllGatherV(
+    const float* in, float* out, std::vector<int64_t> counts) {
+  const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
+  return Wrap(
+      comm_->AllGatherV({in, mine, collectives::DataType::kFloat32},
+                        {out, Sum(counts), collectives::DataType::kFloat32}, ToSizes(counts)),
+      "all_gather", static_cast<int64_t>(Sum(counts)));
+}
+
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllReduce(float* data, int64_t count) {
+  return Wrap(comm_->AllReduce({data, static_cast<size_t>(count), collectives::DataType::kFloat32},
+                               collectives::ReduceOp::kSum),
+              "all_reduce", count);
+}
+
+std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::Wrap(collectives::WorkPtr work,
+                                                                 const char* op, int64_t elements) {
+  if (!listener_) return std::make_unique<WorkHandle>(std::move(work));
+  return std::make_unique<ListenedHandle>(std::move(work), listener_, op, elements);
+}
+
+}  // namespace retort::worker

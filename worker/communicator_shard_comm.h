@@ -1,0 +1,41 @@
+// trainer::ShardComm over a collectives::Communicator (fp32 host buffers): the small adapter
+// through which the trainer reaches the data plane. Borrows the communicator, which must
+// outlive the adapter and every handle it returned. Threading: as trainer/shard_comm.h.
+#pragma once
+
+#include "collectives/communicator.h"
+#include "trainer/shard_comm.h"
+
+namespace retort::worker {
+
+// Told of every collective the trainer issued through the adapter, once the trainer's wait for
+// it returned: the operation, its element count, launch and wait-return wall times (us since the
+// Unix epoch). Called on the thread that waited; must be thread-safe and not block.
+class CollectiveListener {
+ public:
+  virtual ~CollectiveListener() = default;
+  virtual void OnCollective(const char* op, int64_t elements, int64_t start_us, int64_t end_us) = 0;
+};
+
+class CommunicatorShardComm final : public trainer::ShardComm {
+ public:
+  // `listener` (borrowed, may be null) must outlive the adapter and its handles.
+  explicit CommunicatorShardComm(collectives::Communicator* comm,
+                                 CollectiveListener* listener = nullptr)
+      : comm_(comm), listener_(listener) {}
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
+  std::unique_ptr<trainer::CommHandle> ReduceScatterV(const float* in, float* out,
+                                                      std::vector<int64_t> counts) override;
+  std::unique_ptr<trainer::CommHandle> AllGatherV(const float* in, float* out,
+                                                  std::vector<int64_t> counts) override;
+  std::unique_ptr<trainer::CommHandle> AllReduce(float* data, int64_t count) override;
+
+ private:
+  std::unique_ptr<trainer::CommHandle> Wrap(collectives::WorkPtr work, const char* op,
+                                            int64_t elements);
+  collectives::Communicator* const comm_;
+  CollectiveListener* const listener_;
+};
+
+}  // namespace retort::worker

@@ -1,0 +1,55 @@
+#include "worker/step_log.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+
+namespace retort::worker {
+
+StepLog::StepLog(std::string output_dir, std::string node, int local_rank)
+    : dir_(std::move(output_dir) + "/steps"), node_(std::move(node)), local_rank_(local_rank) {
+  path_ = dir_ + "/" + node_ + "-" + std::to_string(local_rank_) + ".jsonl";
+}
+
+void StepLog::OnStep(const StepRecord& r) {
+  if (failed_) return;
+  if (!out_.is_open()) {
+    Status s = MakeDirectories(dir_);
+    if (s.ok()) out_.open(path_, std::ios::app);
+    if (!s.ok() || !out_) {
+      LOG_WARN("trainer") << "cannot write the step log " << path_ << "; going on without it";
+      failed_ = true;
+      return;
+    }
+  }
+  const trainer::StepTiming& t = r.timing;
+  nlohmann::json j{{"step", r.step},
+                   {"epoch", r.epoch},
+                   {"generation", r.generation},
+                   {"rank", r.rank},
+                   {"world_size", r.world_size},
+                   {"node", node_},
+                   {"local_rank", local_rank_},
+                   {"loss", r.loss},
+                   {"lr", r.learning_rate},
+                   {"grad_norm", std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm)
+                                                            : nlohmann::json(nullptr)},
+                   {"skipped", r.skipped},
+                   {"samples_per_second", r.samples_per_second},
+                   {"step_s", r.step_seconds},
+                   {"data_wait_s", t.data_wait},
+                   {"teacher_forward_s", t.teacher_forward},
+                   {"student_forward_s", t.student_forward},
+                   {"backward_s", t.backward},
+                   {"comm_exposed_s", t.comm_exposed},
+                   {"optimizer_s", t.optimizer},
+                   {"checkpoint_s", r.checkpoint_seconds},
+                   {"data_start_unix_us", r.data_start_unix_us},
+                   {"end_unix_us", r.end_unix_us}};
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
+}  // namespace retort::worker

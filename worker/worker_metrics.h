@@ -1,0 +1,75 @@
+// The worker's Prometheus metrics (retort_worker_*), fed by the training thread as a
+// StepObserver: step time histograms by phase, throughput, loss, learning rate, gradient norm,
+// steps and skipped steps, the generation and rank it runs as.
+//
+// WorkerMetricsEndpoint bundles them with the HTTP exporter for retort-worker --metrics-listen.
+// Threading: OnStep/OnGenerationStarted on the training thread; scrapes on the exporter's
+// thread (prometheus-cpp metrics are atomic).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker/step_record.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace retort::metrics {
+class MetricsExporter;
+}
+
+namespace retort::worker {
+
+// The phases of retort_worker_step_phase_seconds{phase=...}, in the order a step runs them.
+constexpr const char* kStepPhases[] = {"data_wait", "teacher_forward", "student_forward",
+                                       "backward",  "comm_exposed",    "optimizer",
+                                       "checkpoint"};
+
+class WorkerMetrics final : public StepObserver {
+ public:
+  // Adds its families to `registry`, which must outlive this object.
+  explicit WorkerMetrics(prometheus::Registry& registry);
+  void OnStep(const StepRecord& r) override;
+  void OnGenerationStarted(uint64_t generation, int rank, int world_size, int64_t unix_us) override;
+
+ private:
+  prometheus::Histogram* phase_[7];
+  prometheus::Histogram& step_seconds_;
+  prometheus::Counter& steps_;
+  prometheus::Counter& skipped_;
+  prometheus::Counter& samples_;
+  prometheus::Gauge& samples_per_second_;
+  prometheus::Gauge& loss_;
+  prometheus::Gauge& learning_rate_;
+  prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& step_;
+  prometheus::Gauge& generation_;
+  prometheus::Gauge& rank_;
+  prometheus::Gauge& world_size_;
+  // retort_worker_model_flops_utilization_ratio: registered at the first step whose value is
+  // known, so a worker that cannot know it (CPU) exports no zero that would read as a value.
+  prometheus::Registry& registry_;
+  prometheus::Gauge* model_flops_utilization_ = nullptr;
+};
+
+class WorkerMetricsEndpoint {
+ public:
+  // Serves /metrics on `listen` (host:port; INVALID_ARGUMENT naming it, UNAVAILABLE on bind).
+  static StatusOr<std::unique_ptr<WorkerMetricsEndpoint>> Start(const std::string& listen);
+  ~WorkerMetricsEndpoint();
+  StepObserver* observer() { return metrics_.get(); }
+  int port() const;
+
+ private:
+  WorkerMetricsEndpoint() = default;
+  std::unique_ptr<metrics::MetricsExporter> exporter_;
+  std::unique_ptr<WorkerMetrics> metrics_;
+};
+
+}  // namespace retort::worker
