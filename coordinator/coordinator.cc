@@ -7,6 +7,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "coordinator/job_spec.h"
 #include "coordinator/member_secret.h"
 #include "coordinator/planner.h"
 #include "rpc/job_state.h"
@@ -67,6 +68,28 @@ uint64_t MemberIdBoot(const std::string& member_id) {
   return boot;
 }
 
+namespace {
+
+// What a state file must hold for the coordinator to run on it: the checks a job spec and a
+// member's reports pass before they are first written (a file edited by hand, or written by a
+// version with other rules, is refused like a corrupt one, and left alone).
+Status CheckRestoredState(const std::string& path, const v1::CoordinatorState& state) {
+  auto refuse = [&path](const std::string& what) {
+    return DataLossError("state file " + path + " holds " + what +
+                         "; refusing to start. Move it away to start a new job.");
+  };
+  if (Status v = ValidateJobSpec(state.job()); !v.ok())
+    return refuse("a job spec that does not validate (" + v.message() + ")");
+  if (Status v = ValidateParameterCount(state.parameter_count()); !v.ok())
+    return refuse("an invalid " + v.message());
+  if (state.min_workers() < 1 || state.max_workers() < state.min_workers())
+    return refuse("worker bounds [" + std::to_string(state.min_workers()) + ", " +
+                  std::to_string(state.max_workers()) + "]");
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options,
                                                            std::optional<v1::JobSpec> job,
                                                            const Clock* clock) {
@@ -93,6 +116,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
       return FailedPreconditionError("state dir " + options.state_dir + " holds job '" +
                                      state.job().name() + "', not '" + job->name() +
                                      "'; use another --state-dir");
+    RETORT_RETURN_IF_ERROR(CheckRestoredState(store.path(), state));
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
                             << rpc::JobStateName(state.state());
@@ -444,9 +468,25 @@ Status Coordinator::CheckGenerationLocked(uint64_t generation, const char* what)
   return Status::Ok();
 }
 
+Status ValidateParameterCount(int64_t count) {
+  if (count < 0 || count > kMaxParameterCount)
+    return InvalidArgumentError("parameter_count " + std::to_string(count) +
+                                " is outside [0, 2^40]");
+  return Status::Ok();
+}
+
+Status Coordinator::CheckParameterCountLocked(int64_t count) const {
+  RETORT_RETURN_IF_ERROR(ValidateParameterCount(count));
+  if (count > 0 && state_.parameter_count() > 0 && count != state_.parameter_count())
+    return FailedPreconditionError(
+        "parameter_count " + std::to_string(count) + " does not match the job's " +
+        std::to_string(state_.parameter_count()) + " (different student model?)");
+  return Status::Ok();
+}
+
 StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   RETORT_RETURN_IF_ERROR(ValidateIdentity(req.identity()));
-  if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
+  RETORT_RETURN_IF_ERROR(ValidateParameterCount(req.parameter_count()));
   MutexLock lock(mu_);
   auto s = state_.state();
   if (s == v1::JOB_STATE_STOPPING || s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED ||
@@ -457,11 +497,7 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
     if (s == v1::JOB_STATE_FAILED) *refused.mutable_failure() = state_.failure();
     return refused;
   }
-  if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
-      req.parameter_count() != state_.parameter_count())
-    return FailedPreconditionError(
-        "parameter_count " + std::to_string(req.parameter_count()) + " does not match the job's " +
-        std::to_string(state_.parameter_count()) + " (different student model?)");
+  RETORT_RETURN_IF_ERROR(CheckParameterCountLocked(req.parameter_count()));
   // Same (node, local_rank): a duplicate join (same incarnation) or a restarted process.
   std::string replaced;
   for (const auto& [id, m] : members_) {
@@ -537,15 +573,10 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
                           " is stale; " + req.member_id() + " already reported " +
                           std::to_string(floor));
   }
-  if (req.parameter_count() < 0) return InvalidArgumentError("parameter_count must be >= 0");
   if (req.step() > kMaxReportedStep || req.epoch() > kMaxReportedStep)
     return InvalidArgumentError("heartbeat: step " + std::to_string(req.step()) + " / epoch " +
                                 std::to_string(req.epoch()) + " is beyond 2^53");
-  if (req.parameter_count() > 0 && state_.parameter_count() > 0 &&
-      req.parameter_count() != state_.parameter_count())
-    return FailedPreconditionError(
-        "parameter_count " + std::to_string(req.parameter_count()) + " does not match the job's " +
-        std::to_string(state_.parameter_count()) + " (different student model?)");
+  RETORT_RETURN_IF_ERROR(CheckParameterCountLocked(req.parameter_count()));
   if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
     state_.set_parameter_count(req.parameter_count());
     Status st = PersistLocked();

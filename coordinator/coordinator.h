@@ -233,6 +233,8 @@ class Coordinator {
   // hold the only in-memory copy of their ranges.
   void ProtectRingNeighboursLocked(const std::string& target) RETORT_REQUIRES(mu_);
   Status CheckGenerationLocked(uint64_t generation, const char* what) const RETORT_REQUIRES(mu_);
+  // A member's reported parameter count: valid, and the job's once the job has one.
+  Status CheckParameterCountLocked(int64_t count) const RETORT_REQUIRES(mu_);
   void EmitLocked(const std::string& kind, const std::string& message,
                   const std::string& member_id = "") RETORT_REQUIRES(mu_);
   // Drops the pending checkpoint and deletes its directory (partial shards, temp files).
@@ -320,6 +322,13 @@ constexpr int kStreamMargin = 16;
 // Largest step (and epoch) a member may report, in heartbeats and BeginCheckpoint: far beyond any
 // job, and small enough that the checkpoint and trace arithmetic on it cannot overflow.
 constexpr int64_t kMaxReportedStep = int64_t{1} << 53;
+
+// Largest student parameter count a member may report (2^40, about 1.1e12: 4 TiB of fp32
+// weights, far beyond any student one device trains) and a state file may hold: the plan, the
+// checkpoint sizes and the replicas are computed from it.
+constexpr int64_t kMaxParameterCount = int64_t{1} << 40;
+// INVALID_ARGUMENT unless 0 <= count <= kMaxParameterCount (0: the member does not know it yet).
+Status ValidateParameterCount(int64_t count);
 
 // Longest JobFailure.message a member may report.
 constexpr size_t kMaxFailureMessageBytes = 4096;

@@ -11,6 +11,7 @@
 
 #include "common/file_util.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_spec.h"
 #include "testing/subprocess.h"
 
 namespace retort::coordinator {
@@ -30,6 +31,7 @@ inline v1::JobSpec TestJob(int min_workers = 1, int max_workers = 8) {
   job.mutable_elastic()->set_min_workers(min_workers);
   job.mutable_elastic()->set_max_workers(max_workers);
   job.mutable_checkpoint()->set_keep(2);
+  ApplyJobSpecDefaults(&job);  // a spec as the coordinator receives it (and validates on restore)
   return job;
 }
 

@@ -339,6 +339,49 @@ TEST_F(CoordinatorTest, StateFileWithANegativeParameterCountIsCorrupt) {
   EXPECT_EQ(*ReadFileToString(path), text) << "the corrupt file must be left alone";
 }
 
+// A state file is checked as what it holds was checked when first written: a job spec edited
+// into something ParseJobSpec would refuse, or a parameter count no member may report.
+TEST_F(CoordinatorTest, StateFileWithAnInvalidJobSpecOrParameterCountIsRefusedAndKept) {
+  JoinOk("n0", 0);
+  c_->UnsubscribeGenerations(&listener_);
+  c_.reset();
+  const std::string path = opts_.state_dir + "/state.json";
+  const std::string good = *ReadFileToString(path);
+  struct Case {
+    std::string from, to, words;
+  };
+  const Case cases[] = {
+      {"\"steps\": \"100\"", "\"steps\": \"-3\"", "steps"},
+      {"\"min_workers\": 1,", "\"min_workers\": 0,", "min_workers"},
+      {"\"parameter_count\": \"10000\"", "\"parameter_count\": \"1099511627777\"",
+       "parameter_count 1099511627777"},
+  };
+  for (const auto& k : cases) {
+    const size_t at = good.find(k.from);
+    ASSERT_NE(at, std::string::npos) << k.from << " not in " << good;
+    std::string bad = good;
+    bad.replace(at, k.from.size(), k.to);
+    ASSERT_TRUE(WriteFileAtomically(path, bad).ok());
+    auto c = Coordinator::Create(opts_, std::nullopt, &clock_);
+    ASSERT_FALSE(c.ok()) << k.to;
+    EXPECT_EQ(c.status().code(), StatusCode::kDataLoss) << c.status();
+    EXPECT_NE(c.status().message().find(k.words), std::string::npos) << c.status();
+    EXPECT_EQ(*ReadFileToString(path), bad) << "the refused file must be left alone";
+  }
+  ASSERT_TRUE(WriteFileAtomically(path, good).ok());
+  EXPECT_TRUE(Coordinator::Create(opts_, std::nullopt, &clock_).ok()) << "the original restores";
+}
+
+TEST_F(CoordinatorTest, ParameterCountBeyondTheLimitIsRefusedAndNotAdopted) {
+  v1::JoinRequest r = Identity("n0", 0, "i0");
+  r.set_parameter_count(kMaxParameterCount + 1);
+  auto resp = c_->Join(r);
+  EXPECT_EQ(resp.status().code(), StatusCode::kInvalidArgument) << resp.status();
+  r.set_parameter_count(kMaxParameterCount);
+  resp = c_->Join(r);
+  ASSERT_TRUE(resp.ok()) << "the limit itself is allowed: " << resp.status();
+}
+
 TEST_F(CoordinatorTest, DifferentJobInStateDirIsRefused) {
   c_->UnsubscribeGenerations(&listener_);
   c_.reset();

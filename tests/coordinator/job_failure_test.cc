@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_spec.h"
 #include "testing/subprocess.h"
 
 namespace retort::coordinator {
@@ -24,6 +25,7 @@ class JobFailureTest : public ::testing::Test {
     job_.set_steps(100);
     job_.mutable_elastic()->set_min_workers(1);
     job_.mutable_elastic()->set_max_workers(8);
+    ApplyJobSpecDefaults(&job_);
     Restart(job_);
   }
   void Restart(std::optional<v1::JobSpec> job) {

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
@@ -202,6 +203,41 @@ grpc::StatusCode Heartbeat(v1::WorkerService::Stub& stub, const std::string& mem
   return stub.Heartbeat(&ctx, hb, &r).error_code();
 }
 
+// The coordinator's flags for mutual TLS with the certificates in `certs`.
+std::vector<std::string> MtlsServerFlags(const std::string& certs) {
+  return {"--tls-cert=" + certs + "/coordinator.crt", "--tls-key=" + certs + "/coordinator.key",
+          "--tls-ca=" + certs + "/ca.crt"};
+}
+
+// A job that trains for as long as a test needs (stopped by it) on synthetic data, one thread
+// per worker, no evaluation.
+std::string TrainingJobYaml(const std::string& name, const std::string& dir, int min_workers,
+                            int max_workers) {
+  return "name: " + name +
+         "\nstudent: {preset: fm-student-p7}\n"
+         "dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 256}\n"
+         "global_batch: 16\nsteps: 100000\nthreads_per_worker: 1\nevaluate: false\n"
+         "elastic: {min_workers: " +
+         std::to_string(min_workers) + ", max_workers: " + std::to_string(max_workers) +
+         "}\noutput_dir: " + dir + "/out\n";
+}
+
+// `n` retort-worker processes on node n0 speaking mutual TLS with the worker certificate.
+std::vector<std::unique_ptr<Subprocess>> StartMtlsWorkers(const std::string& address,
+                                                          const std::string& certs,
+                                                          const std::string& dir, int n) {
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < n; ++i)
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{
+            BinaryPath("tools/retort-worker"), "--coordinator=" + address, "--node=n0",
+            "--local-rank=" + std::to_string(i), "--tls-cert=" + certs + "/worker.crt",
+            "--tls-key=" + certs + "/worker.key", "--tls-ca=" + certs + "/ca.crt",
+            "--tls-refresh-s=1", "--rpc-timeout-ms=3000"},
+        dir + "/worker" + std::to_string(i) + ".log"));
+  return workers;
+}
+
 const char* kIdleJob =
     "name: secure\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n"
     "steps: 100\nelastic: {min_workers: 1, max_workers: 8}\n";
@@ -213,12 +249,7 @@ class MutualTlsTest : public ::testing::Test {
     certs_ = dir_ + "/certs";
     MakeCerts(certs_);
     MakeCerts(dir_ + "/other");  // another CA: certificates the coordinator must not trust
-    coordinator_ = std::make_unique<SecureCoordinator>(
-        dir_,
-        std::vector<std::string>{"--tls-cert=" + certs_ + "/coordinator.crt",
-                                 "--tls-key=" + certs_ + "/coordinator.key",
-                                 "--tls-ca=" + certs_ + "/ca.crt"},
-        kIdleJob);
+    coordinator_ = std::make_unique<SecureCoordinator>(dir_, MtlsServerFlags(certs_), kIdleJob);
     ASSERT_TRUE(coordinator_->started()) << coordinator_->Log();
     operator_ = Stub<v1::ControlService>(address(), Mtls(certs_, "operator", certs_));
   }
@@ -548,25 +579,9 @@ TEST(CertificateRotationTest, RotatedCertificateIsServedWhileTheJobKeepsTraining
   const std::string dir = testing::MakeTempDir("retort_rotate");
   const std::string certs = dir + "/certs";
   MakeCerts(certs);
-  SecureCoordinator coordinator(
-      dir,
-      {"--tls-cert=" + certs + "/coordinator.crt", "--tls-key=" + certs + "/coordinator.key",
-       "--tls-ca=" + certs + "/ca.crt"},
-      "name: rotate\nstudent: {preset: fm-student-p7}\n"
-      "dataset: {kind: synthetic, image_size: 28, num_classes: 10, synthetic_samples: 256}\n"
-      "global_batch: 16\nsteps: 100000\nthreads_per_worker: 1\nevaluate: false\n"
-      "elastic: {min_workers: 2, max_workers: 2}\noutput_dir: " +
-          dir + "/out\n");
+  SecureCoordinator coordinator(dir, MtlsServerFlags(certs), TrainingJobYaml("rotate", dir, 2, 2));
   ASSERT_TRUE(coordinator.started()) << coordinator.Log();
-  std::vector<std::unique_ptr<Subprocess>> workers;
-  for (int i = 0; i < 2; ++i)
-    workers.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            BinaryPath("tools/retort-worker"), "--coordinator=" + coordinator.address(),
-            "--node=n0", "--local-rank=" + std::to_string(i), "--tls-cert=" + certs + "/worker.crt",
-            "--tls-key=" + certs + "/worker.key", "--tls-ca=" + certs + "/ca.crt",
-            "--tls-refresh-s=1", "--rpc-timeout-ms=3000"},
-        dir + "/worker" + std::to_string(i) + ".log"));
+  auto workers = StartMtlsWorkers(coordinator.address(), certs, dir, 2);
   auto op = Stub<v1::ControlService>(coordinator.address(), Mtls(certs, "operator", certs));
   auto step_and_generation = [&]() -> std::pair<int64_t, uint64_t> {
     v1::StatusResponse st;
@@ -602,6 +617,114 @@ TEST(CertificateRotationTest, RotatedCertificateIsServedWhileTheJobKeepsTraining
       << coordinator.Log();
   EXPECT_EQ(step_and_generation().second, generation) << "no worker was lost";
   // Stop the job; every process ends by itself.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
+  v1::ControlResponse resp;
+  EXPECT_TRUE(op->Stop(&ctx, v1::StopRequest(), &resp).ok());
+  for (auto& w : workers) EXPECT_EQ(w->Wait(milliseconds(60000)), 0) << w->Log();
+  EXPECT_EQ(coordinator.process().Wait(milliseconds(30000)), 0) << coordinator.Log();
+}
+
+// Resident memory of process `pid` in bytes (VmRSS), or -1.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+// 10,000 Joins from callers without the right to join, against a job of two real training
+// workers and max_workers 8: callers without a certificate or with another CA's (refused at
+// the handshake; a new channel every 50 calls) and with an operator's certificate
+// (PERMISSION_DENIED). Training goes on through the flood in the same generation with the same
+// two members, and the coordinator's resident memory stays bounded. (Workers' certificates with
+// forged identities are MutualTlsTest.JoinFlood...; a holder of a worker certificate joining new
+// identities is a worker, admitted up to max_workers.)
+TEST(JoinFloodTest, TenThousandForgedJoinsLeaveTheRealWorkersTrainingAndMemoryBounded) {
+  const std::string dir = testing::MakeTempDir("retort_flood");
+  const std::string certs = dir + "/certs";
+  MakeCerts(certs);
+  MakeCerts(dir + "/other");
+  SecureCoordinator coordinator(dir, MtlsServerFlags(certs), TrainingJobYaml("flood", dir, 2, 8));
+  ASSERT_TRUE(coordinator.started()) << coordinator.Log();
+  auto workers = StartMtlsWorkers(coordinator.address(), certs, dir, 2);
+  auto op = Stub<v1::ControlService>(coordinator.address(), Mtls(certs, "operator", certs));
+  auto status = [&] {
+    v1::StatusResponse st;
+    EXPECT_EQ(StatusCall(*op, &st), grpc::StatusCode::OK);
+    return st;
+  };
+  ASSERT_TRUE(WaitFor([&] { return status().members_size() == 2 && status().step() >= 3; },
+                      milliseconds(120000)))
+      << coordinator.Log() << workers[0]->Log();
+  const v1::StatusResponse before = status();
+  const int64_t rss_before = ResidentBytes(coordinator.process().pid());
+  ASSERT_GT(rss_before, 0);
+
+  constexpr int kCalls = 10000, kThreads = 8, kPerConnection = 20;
+  std::atomic<int> next{0}, admitted{0}, unexpected{0};
+  std::atomic<int64_t> rss_peak{rss_before};
+  const int refused_before = RefusedHandshakes(coordinator.Log());
+  auto flood = [&](int thread) {
+    const int kind = thread % 3;
+    const std::string cert_dir = kind == 1 ? dir + "/other" : certs;
+    const std::string role = kind == 0 ? "" : kind == 1 ? "worker" : "operator";
+    rpc::ClientSecurity security = Mtls(cert_dir, role, certs);
+    security.refresh_s = 0;
+    const auto credentials = rpc::MakeChannelCredentials(security);
+    std::unique_ptr<v1::WorkerService::Stub> stub;
+    for (int i = next++; i < kCalls; i = next++) {
+      if (!stub || i % kPerConnection == 0) {
+        // A connection of its own (not gRPC's shared one): a new TLS handshake.
+        grpc::ChannelArguments args;
+        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+        stub = v1::WorkerService::NewStub(
+            grpc::CreateCustomChannel(coordinator.address(), credentials, args));
+      }
+      const v1::JoinRequest forged = JoinAs("fake-" + std::to_string(i));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(10000));
+      v1::JoinResponse resp;
+      const grpc::StatusCode code = stub->Join(&ctx, forged, &resp).error_code();
+      const grpc::StatusCode expected[] = {grpc::StatusCode::UNAVAILABLE,
+                                           grpc::StatusCode::UNAVAILABLE,
+                                           grpc::StatusCode::PERMISSION_DENIED};
+      if (code == grpc::StatusCode::OK) ++admitted;
+      if (code != expected[kind]) ++unexpected;
+      if (i % 500 == 0) {
+        const int64_t rss = ResidentBytes(coordinator.process().pid());
+        int64_t peak = rss_peak.load();
+        while (rss > peak && !rss_peak.compare_exchange_weak(peak, rss)) {
+        }
+      }
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < kThreads; ++t) flooders.emplace_back(flood, t);
+  for (auto& t : flooders) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const v1::StatusResponse during = status();
+  const int64_t rss_after = ResidentBytes(coordinator.process().pid());
+  const int refused_handshakes = RefusedHandshakes(coordinator.Log()) - refused_before;
+  std::cout << "[ measured ] " << kCalls << " forged Joins in " << seconds << " s ("
+            << refused_handshakes << " handshakes refused by the coordinator); step "
+            << before.step() << " -> " << during.step() << "; coordinator RSS "
+            << rss_before / (1 << 20) << " MiB before, peak " << rss_peak.load() / (1 << 20)
+            << " MiB, " << rss_after / (1 << 20) << " MiB after\n";
+  EXPECT_EQ(admitted.load(), 0) << "no forged Join is admitted";
+  EXPECT_EQ(unexpected.load(), 0) << "every refusal has its caller's code";
+  EXPECT_GT(refused_handshakes, 50) << "the coordinator saw the handshakes, not only the client";
+  EXPECT_EQ(during.members_size(), 2) << coordinator.Log();
+  EXPECT_EQ(during.generation(), before.generation()) << "the real workers were never disturbed";
+  EXPECT_GT(during.step(), before.step()) << "training went on through the flood";
+  EXPECT_LT(rss_peak.load() - rss_before, int64_t{64} << 20)
+      << "the coordinator's memory grew by more than 64 MiB during the flood";
+  // And after it: the job still trains.
+  EXPECT_TRUE(WaitFor([&] { return status().step() >= during.step() + 3; }, milliseconds(60000)))
+      << coordinator.Log();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
   v1::ControlResponse resp;

@@ -248,6 +248,8 @@ bool ElasticCluster::StartCoordinator(milliseconds timeout, std::string* error) 
       "--eviction-timeout-ms=" + std::to_string(options_.eviction_timeout_ms),
       "--heartbeat-interval-ms=" + std::to_string(options_.heartbeat_interval_ms),
       "--settle-ms=" + std::to_string(options_.settle_ms)};
+  if (options_.rejoin_grace_ms > 0)
+    flags.push_back("--rejoin-grace-ms=" + std::to_string(options_.rejoin_grace_ms));
   // Test hosts are network namespaces of this machine: plain TCP on their addresses is meant.
   if (options_.hosts) flags.push_back("--insecure-listen");
   testing::LaunchedCoordinator launched = testing::LaunchCoordinator(

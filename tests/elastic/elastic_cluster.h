@@ -114,6 +114,9 @@ struct ClusterOptions {
   int64_t eviction_timeout_ms = 2000;
   int64_t heartbeat_interval_ms = 200;
   int64_t settle_ms = 300;
+  // How long a restarted coordinator waits for the previous generation's members to re-join
+  // before forming a generation without them (--rejoin-grace-ms; 0: the coordinator's default).
+  int64_t rejoin_grace_ms = 0;
   // Deadline of every collective: how long survivors wait on a dead peer at the latest.
   int64_t comm_timeout_ms = 5000;
   int64_t rpc_timeout_ms = 1000;

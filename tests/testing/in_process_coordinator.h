@@ -9,6 +9,7 @@
 #include <string>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/job_spec.h"
 #include "coordinator/server.h"
 #include "testing/subprocess.h"
 
@@ -22,6 +23,7 @@ inline v1::JobSpec InProcessJob(const std::string& name, int min_workers = 1, in
   job.mutable_student()->set_preset("fm-student");
   job.mutable_elastic()->set_min_workers(min_workers);
   job.mutable_elastic()->set_max_workers(max_workers);
+  coordinator::ApplyJobSpecDefaults(&job);  // as the coordinator receives a spec
   return job;
 }
 

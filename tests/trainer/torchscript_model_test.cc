@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <iostream>
 #include <map>
+
+#include "common/file_util.h"
 
 #include "tests/trainer/python_fixture.h"
 #include "tests/trainer/trainer_test_util.h"
@@ -45,6 +49,61 @@ TEST_F(TorchScriptModelTest, ForwardMatchesPyTorchAndParametersKeepTheirNames) {
   auto missing = LoadTorchScriptModel(dir_ + "/nope.pt");
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("nope.pt"), std::string::npos);
+}
+
+// Damaged TorchScript files (a job's teacher or student on a shared filesystem) are errors naming
+// the file, never a crash of the worker: the real student archive cut at 48 places, with bytes
+// flipped at 240 places chosen by a fixed-seed generator, and a few files that are no archive.
+TEST_F(TorchScriptModelTest, DamagedFilesAreErrorsNamingTheFileNeverCrashes) {
+  auto original = ReadFileToString(dir_ + "/student.pt");
+  ASSERT_TRUE(original.ok()) << original.status();
+  const std::string& good = *original;
+  ASSERT_GT(good.size(), 1000u);
+  std::vector<std::pair<std::string, std::string>> mutants;  // (what, bytes)
+  for (int i = 0; i < 48; ++i) {
+    const size_t cut = good.size() * i / 48;
+    mutants.emplace_back("cut at " + std::to_string(cut), good.substr(0, cut));
+  }
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // a fixed sequence: the same mutants every run
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (int i = 0; i < 240; ++i) {
+    std::string bytes = good;
+    const int flips = 1 + static_cast<int>(next() % 8);
+    for (int f = 0; f < flips; ++f)
+      bytes[next() % bytes.size()] ^= static_cast<char>(1 + next() % 255);
+    mutants.emplace_back("flips #" + std::to_string(i), std::move(bytes));
+  }
+  mutants.emplace_back("zeros", std::string(good.size(), '\0'));
+  mutants.emplace_back("text", "this is not a TorchScript archive\n");
+  mutants.emplace_back("zip magic only", std::string("PK\x03\x04", 4));
+
+  int refused = 0, loaded = 0;
+  const std::string path = dir_ + "/damaged.pt";
+  for (const auto& [what, bytes] : mutants) {
+    ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+    auto model = LoadTorchScriptModel(path);
+    if (model.ok()) {
+      ++loaded;  // a flip in bytes nothing reads (padding, a comment in the code)
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument)
+        << what << ": " << model.status();
+    EXPECT_NE(model.status().message().find("damaged.pt"), std::string::npos)
+        << what << ": " << model.status();
+  }
+  // Every cut and every non-archive is refused (a zip's directory is at its end).
+  for (const auto& [what, bytes] : mutants) {
+    if (what.rfind("flips", 0) == 0) continue;
+    ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+    EXPECT_FALSE(LoadTorchScriptModel(path).ok()) << what << " was accepted";
+  }
+  std::cout << "[ measured ] " << mutants.size() << " damaged TorchScript files: " << refused
+            << " refused, " << loaded << " loaded (flips in bytes nothing reads)\n";
+  EXPECT_GT(refused, 48);
 }
 
 TEST_F(TorchScriptModelTest, StudentTrainsThroughTheFlatBufferOnTwoRanks) {

@@ -50,6 +50,9 @@ StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path) {
   } catch (const c10::Error& e) {
     return InvalidArgumentError("cannot load TorchScript model " + path + ": " +
                                 e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // A damaged archive can fail below c10 (the zip reader, the unpickler's std containers).
+    return InvalidArgumentError("cannot load TorchScript model " + path + ": " + e.what());
   }
 }
 
