@@ -448,6 +448,39 @@ TEST_F(MutualTlsTest, JoinFloodFromForgedCallersNeitherGrowsMembershipNorStallsT
   EXPECT_TRUE(good.Heartbeat(hb).ok());
 }
 
+// A member evicted for silence (no heartbeats past the 3 s eviction timeout): replaying its
+// secret afterwards, for itself or for the member still in the job, is refused and changes
+// nothing; a new Join under its node gets a new member and a new secret.
+TEST_F(MutualTlsTest, AnEvictedMembersSecretIsRefusedWhenReplayed) {
+  worker::CoordinatorClient a(address(), 5000, Mtls(certs_, "worker", certs_));
+  worker::CoordinatorClient b(address(), 5000, Mtls(certs_, "worker", certs_));
+  auto ja = a.Join(JoinAs("na"));
+  auto jb = b.Join(JoinAs("nb"));
+  ASSERT_TRUE(ja.ok()) << ja.status();
+  ASSERT_TRUE(jb.ok()) << jb.status();
+  v1::HeartbeatRequest hb;
+  hb.set_member_id(jb->member_id());
+  // B keeps heartbeating; A goes silent until the coordinator evicts it.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        EXPECT_TRUE(b.Heartbeat(hb).ok());
+        return Status().members_size() == 1;
+      },
+      milliseconds(15000)))
+      << coordinator_->Log();
+  auto raw = Stub<v1::WorkerService>(address(), Mtls(certs_, "worker", certs_));
+  EXPECT_EQ(Heartbeat(*raw, ja->member_id(), ja->member_secret()), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), ja->member_secret()),
+            grpc::StatusCode::UNAUTHENTICATED);
+  const auto st = Status();
+  ASSERT_EQ(st.members_size(), 1);
+  EXPECT_EQ(st.members(0).member_id(), jb->member_id());
+  auto again = a.Join(JoinAs("na"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->member_id(), ja->member_id());
+  EXPECT_NE(again->member_secret(), ja->member_secret());
+}
+
 TEST_F(MutualTlsTest, EachRoleCallsOnlyItsOwnService) {
   auto as_worker = Stub<v1::ControlService>(address(), Mtls(certs_, "worker", certs_));
   grpc::ClientContext ctx;
