@@ -50,9 +50,11 @@ class ElasticScenarioTest : public ::testing::Test {
       GTEST_SKIP() << "Fashion-MNIST not found in " << kFashionMnistDir << " (scripts/setup)";
   }
 
-  // Keeps the logs of a failed scenario for inspection; removes them otherwise.
+  // Keeps the logs of a failed scenario for inspection (of every scenario with
+  // RETORT_KEEP_TEST_LOGS=1 in the environment); removes them otherwise.
   void TearDown() override {
-    if (HasFailure()) {
+    const char* keep = std::getenv("RETORT_KEEP_TEST_LOGS");
+    if (HasFailure() || (keep != nullptr && std::string(keep) == "1")) {
       for (const auto& d : dirs_) std::cout << "[ logs     ] " << d << "\n";
       return;
     }
