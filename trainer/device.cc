@@ -2,7 +2,9 @@
 
 #include <torch/cuda.h>
 
-#if __has_include(<cuda_runtime_api.h>)
+// Only where the build links the CUDA runtime (trainer/CMakeLists.txt defines it): the header
+// alone is also found in a CUDA LibTorch built with RETORT_WITH_CUDA=OFF, which links no cudart.
+#ifdef RETORT_LINKS_CUDART
 #include <cuda_runtime_api.h>
 #define RETORT_DEVICE_HAS_CUDART 1
 #endif
