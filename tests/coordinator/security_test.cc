@@ -254,6 +254,24 @@ class MutualTlsTest : public ::testing::Test {
     operator_ = Stub<v1::ControlService>(address(), Mtls(certs_, "operator", certs_));
   }
   const std::string& address() const { return coordinator_->address(); }
+  // Two members on nodes "na" and "nb", each through a client of its own with a worker's
+  // certificate (the client attaches its member's secret to later calls).
+  struct TwoMembers {
+    std::unique_ptr<worker::CoordinatorClient> a, b;
+    v1::JoinResponse ja, jb;
+  };
+  void JoinTwo(TwoMembers* m) {
+    m->a = std::make_unique<worker::CoordinatorClient>(address(), 5000,
+                                                       Mtls(certs_, "worker", certs_));
+    m->b = std::make_unique<worker::CoordinatorClient>(address(), 5000,
+                                                       Mtls(certs_, "worker", certs_));
+    auto ja = m->a->Join(JoinAs("na"));
+    auto jb = m->b->Join(JoinAs("nb"));
+    ASSERT_TRUE(ja.ok()) << ja.status();
+    ASSERT_TRUE(jb.ok()) << jb.status();
+    m->ja = *ja;
+    m->jb = *jb;
+  }
   v1::StatusResponse Status() {
     v1::StatusResponse r;
     EXPECT_EQ(StatusCall(*operator_, &r), grpc::StatusCode::OK);
@@ -452,33 +470,29 @@ TEST_F(MutualTlsTest, JoinFloodFromForgedCallersNeitherGrowsMembershipNorStallsT
 // secret afterwards, for itself or for the member still in the job, is refused and changes
 // nothing; a new Join under its node gets a new member and a new secret.
 TEST_F(MutualTlsTest, AnEvictedMembersSecretIsRefusedWhenReplayed) {
-  worker::CoordinatorClient a(address(), 5000, Mtls(certs_, "worker", certs_));
-  worker::CoordinatorClient b(address(), 5000, Mtls(certs_, "worker", certs_));
-  auto ja = a.Join(JoinAs("na"));
-  auto jb = b.Join(JoinAs("nb"));
-  ASSERT_TRUE(ja.ok()) << ja.status();
-  ASSERT_TRUE(jb.ok()) << jb.status();
+  TwoMembers m;
+  ASSERT_NO_FATAL_FAILURE(JoinTwo(&m));
   v1::HeartbeatRequest hb;
-  hb.set_member_id(jb->member_id());
+  hb.set_member_id(m.jb.member_id());
   // B keeps heartbeating; A goes silent until the coordinator evicts it.
   ASSERT_TRUE(WaitFor(
       [&] {
-        EXPECT_TRUE(b.Heartbeat(hb).ok());
+        EXPECT_TRUE(m.b->Heartbeat(hb).ok());
         return Status().members_size() == 1;
       },
       milliseconds(15000)))
       << coordinator_->Log();
   auto raw = Stub<v1::WorkerService>(address(), Mtls(certs_, "worker", certs_));
-  EXPECT_EQ(Heartbeat(*raw, ja->member_id(), ja->member_secret()), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), ja->member_secret()),
+  EXPECT_EQ(Heartbeat(*raw, m.ja.member_id(), m.ja.member_secret()), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), m.ja.member_secret()),
             grpc::StatusCode::UNAUTHENTICATED);
   const auto st = Status();
   ASSERT_EQ(st.members_size(), 1);
-  EXPECT_EQ(st.members(0).member_id(), jb->member_id());
-  auto again = a.Join(JoinAs("na"));
+  EXPECT_EQ(st.members(0).member_id(), m.jb.member_id());
+  auto again = m.a->Join(JoinAs("na"));
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_NE(again->member_id(), ja->member_id());
-  EXPECT_NE(again->member_secret(), ja->member_secret());
+  EXPECT_NE(again->member_id(), m.ja.member_id());
+  EXPECT_NE(again->member_secret(), m.ja.member_secret());
 }
 
 TEST_F(MutualTlsTest, EachRoleCallsOnlyItsOwnService) {
@@ -502,39 +516,35 @@ TEST_F(MutualTlsTest, EachRoleCallsOnlyItsOwnService) {
 }
 
 TEST_F(MutualTlsTest, MemberSecretsKeepOneWorkerFromActingForAnother) {
-  worker::CoordinatorClient a(address(), 5000, Mtls(certs_, "worker", certs_));
-  worker::CoordinatorClient b(address(), 5000, Mtls(certs_, "worker", certs_));
-  auto ja = a.Join(JoinAs("na"));
-  auto jb = b.Join(JoinAs("nb"));
-  ASSERT_TRUE(ja.ok()) << ja.status();
-  ASSERT_TRUE(jb.ok()) << jb.status();
-  ASSERT_FALSE(ja->member_secret().empty());
+  TwoMembers m;
+  ASSERT_NO_FATAL_FAILURE(JoinTwo(&m));
+  ASSERT_FALSE(m.ja.member_secret().empty());
   v1::HeartbeatRequest hb;
-  hb.set_member_id(jb->member_id());
-  ASSERT_TRUE(b.Heartbeat(hb).ok()) << "the client carries its own member's secret";
+  hb.set_member_id(m.jb.member_id());
+  ASSERT_TRUE(m.b->Heartbeat(hb).ok()) << "the client carries its own member's secret";
   auto raw = Stub<v1::WorkerService>(address(), Mtls(certs_, "worker", certs_));
-  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), ja->member_secret()),
+  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), m.ja.member_secret()),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), ""), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), std::string(64, '0')),
+  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), ""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), std::string(64, '0')),
             grpc::StatusCode::UNAUTHENTICATED);
   // A's client leaves B's job only with B's secret: it has A's.
   v1::LeaveRequest forged;
-  forged.set_member_id(jb->member_id());
-  EXPECT_EQ(ToGrpcStatus(a.Leave(forged)).error_code(), grpc::StatusCode::UNAUTHENTICATED)
+  forged.set_member_id(m.jb.member_id());
+  EXPECT_EQ(ToGrpcStatus(m.a->Leave(forged)).error_code(), grpc::StatusCode::UNAUTHENTICATED)
       << "a client attaches only its own member's secret";
   EXPECT_EQ(Status().members_size(), 2) << "refused calls change nothing";
   // A leaves for real; its secret dies with it.
   v1::LeaveRequest leave;
-  leave.set_member_id(ja->member_id());
-  ASSERT_TRUE(a.Leave(leave).ok());
-  EXPECT_EQ(Heartbeat(*raw, ja->member_id(), ja->member_secret()), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Heartbeat(*raw, jb->member_id(), ja->member_secret()),
+  leave.set_member_id(m.ja.member_id());
+  ASSERT_TRUE(m.a->Leave(leave).ok());
+  EXPECT_EQ(Heartbeat(*raw, m.ja.member_id(), m.ja.member_secret()), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), m.ja.member_secret()),
             grpc::StatusCode::UNAUTHENTICATED);
   const auto st = Status();
   ASSERT_EQ(st.members_size(), 1);
-  EXPECT_EQ(st.members(0).member_id(), jb->member_id());
-  EXPECT_TRUE(b.Heartbeat(hb).ok());
+  EXPECT_EQ(st.members(0).member_id(), m.jb.member_id());
+  EXPECT_TRUE(m.b->Heartbeat(hb).ok());
 }
 
 // The served certificate (PEM) as a new connection sees it, or "" when the call fails.
