@@ -272,6 +272,16 @@ class MutualTlsTest : public ::testing::Test {
     m->ja = *ja;
     m->jb = *jb;
   }
+  // After member A is gone (left or evicted): its secret is refused for itself (NOT_FOUND) and
+  // for B (UNAUTHENTICATED), and B is the only member.
+  void ExpectGoneWithItsSecret(v1::WorkerService::Stub& raw, const TwoMembers& m) {
+    EXPECT_EQ(Heartbeat(raw, m.ja.member_id(), m.ja.member_secret()), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(Heartbeat(raw, m.jb.member_id(), m.ja.member_secret()),
+              grpc::StatusCode::UNAUTHENTICATED);
+    const auto st = Status();
+    ASSERT_EQ(st.members_size(), 1);
+    EXPECT_EQ(st.members(0).member_id(), m.jb.member_id());
+  }
   v1::StatusResponse Status() {
     v1::StatusResponse r;
     EXPECT_EQ(StatusCall(*operator_, &r), grpc::StatusCode::OK);
@@ -483,12 +493,7 @@ TEST_F(MutualTlsTest, AnEvictedMembersSecretIsRefusedWhenReplayed) {
       milliseconds(15000)))
       << coordinator_->Log();
   auto raw = Stub<v1::WorkerService>(address(), Mtls(certs_, "worker", certs_));
-  EXPECT_EQ(Heartbeat(*raw, m.ja.member_id(), m.ja.member_secret()), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), m.ja.member_secret()),
-            grpc::StatusCode::UNAUTHENTICATED);
-  const auto st = Status();
-  ASSERT_EQ(st.members_size(), 1);
-  EXPECT_EQ(st.members(0).member_id(), m.jb.member_id());
+  ASSERT_NO_FATAL_FAILURE(ExpectGoneWithItsSecret(*raw, m));
   auto again = m.a->Join(JoinAs("na"));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_NE(again->member_id(), m.ja.member_id());
@@ -538,12 +543,7 @@ TEST_F(MutualTlsTest, MemberSecretsKeepOneWorkerFromActingForAnother) {
   v1::LeaveRequest leave;
   leave.set_member_id(m.ja.member_id());
   ASSERT_TRUE(m.a->Leave(leave).ok());
-  EXPECT_EQ(Heartbeat(*raw, m.ja.member_id(), m.ja.member_secret()), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Heartbeat(*raw, m.jb.member_id(), m.ja.member_secret()),
-            grpc::StatusCode::UNAUTHENTICATED);
-  const auto st = Status();
-  ASSERT_EQ(st.members_size(), 1);
-  EXPECT_EQ(st.members(0).member_id(), m.jb.member_id());
+  ASSERT_NO_FATAL_FAILURE(ExpectGoneWithItsSecret(*raw, m));
   EXPECT_TRUE(m.b->Heartbeat(hb).ok());
 }
 
