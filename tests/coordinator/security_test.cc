@@ -238,6 +238,15 @@ std::vector<std::unique_ptr<Subprocess>> StartMtlsWorkers(const std::string& add
   return workers;
 }
 
+// One Join through `stub`, answered within `deadline`.
+grpc::Status JoinCall(v1::WorkerService::Stub& stub, const v1::JoinRequest& request,
+                      milliseconds deadline = milliseconds(5000)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  v1::JoinResponse joined;
+  return stub.Join(&ctx, request, &joined);
+}
+
 const char* kIdleJob =
     "name: secure\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n"
     "steps: 100\nelastic: {min_workers: 1, max_workers: 8}\n";
@@ -302,22 +311,12 @@ TEST_F(MutualTlsTest, NoCertificateOrOneFromAnotherCaIsRefusedAtTheHandshake) {
   auto wrong_ca = Stub<v1::ControlService>(address(), Mtls(dir_ + "/other", "operator", certs_));
   EXPECT_EQ(StatusCall(*wrong_ca), grpc::StatusCode::UNAVAILABLE);
   auto wrong_worker = Stub<v1::WorkerService>(address(), Mtls(dir_ + "/other", "worker", certs_));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
-  v1::JoinResponse joined;
-  EXPECT_EQ(wrong_worker->Join(&ctx, JoinAs("intruder"), &joined).error_code(),
+  EXPECT_EQ(JoinCall(*wrong_worker, JoinAs("intruder")).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   // The coordinator trusts only its CA, and nothing changed.
   const auto st = Status();
   EXPECT_EQ(st.members_size(), 0);
   EXPECT_EQ(st.state(), v1::JOB_STATE_WAITING);
-}
-
-grpc::Status JoinCall(v1::WorkerService::Stub& stub, const std::string& node) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
-  v1::JoinResponse joined;
-  return stub.Join(&ctx, JoinAs(node), &joined);
 }
 
 // Handshakes the coordinator refused so far, as its log (gRPC's TLS layer) tells them.
@@ -357,7 +356,7 @@ TEST_F(MutualTlsTest, ExpiredOrForeignClientCertificatesAreRefusedWhileGoodClien
     SCOPED_TRACE(bad.what);
     const int refused_before = RefusedHandshakes(coordinator_->Log());
     auto worker = Stub<v1::WorkerService>(address(), Mtls(bad.cert_dir, "worker", certs_));
-    const grpc::Status join = JoinCall(*worker, std::string("intruder-") + bad.what[0]);
+    const grpc::Status join = JoinCall(*worker, JoinAs(std::string("intruder-") + bad.what[0]));
     EXPECT_EQ(join.error_code(), grpc::StatusCode::UNAVAILABLE) << join.error_message();
     auto op = Stub<v1::ControlService>(address(), Mtls(bad.cert_dir, "operator", certs_));
     EXPECT_EQ(StatusCall(*op), grpc::StatusCode::UNAVAILABLE);
@@ -434,10 +433,7 @@ TEST_F(MutualTlsTest, JoinFloodFromForgedCallersNeitherGrowsMembershipNorStallsT
       forged.mutable_identity()->set_incarnation("forged-" + std::to_string(i));
       if (kind == 3 && i % 2 == 1)
         forged.mutable_identity()->set_node("bad node/" + std::to_string(i));
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
-      v1::JoinResponse resp;
-      const grpc::StatusCode code = stub->Join(&ctx, forged, &resp).error_code();
+      const grpc::StatusCode code = JoinCall(*stub, forged).error_code();
       if (code == grpc::StatusCode::OK) ++admitted;
       // Each caller's refusal names its own reason.
       const grpc::StatusCode expected[] = {
@@ -508,10 +504,7 @@ TEST_F(MutualTlsTest, EachRoleCallsOnlyItsOwnService) {
   EXPECT_EQ(as_worker->Stop(&ctx, v1::StopRequest(), &resp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   auto operator_as_worker = Stub<v1::WorkerService>(address(), Mtls(certs_, "operator", certs_));
-  grpc::ClientContext jctx;
-  jctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
-  v1::JoinResponse joined;
-  EXPECT_EQ(operator_as_worker->Join(&jctx, JoinAs("op"), &joined).error_code(),
+  EXPECT_EQ(JoinCall(*operator_as_worker, JoinAs("op")).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   const auto st = Status();
   EXPECT_EQ(st.state(), v1::JOB_STATE_WAITING) << "a refused Stop stops nothing";
@@ -609,7 +602,8 @@ TEST(HealthListenTest, MutualTlsCoordinatorAnswersPlaintextHealthChecksOnlyOnIts
       grpc::StatusCode::UNAVAILABLE)
       << "the control-plane port requires a client certificate";
   auto worker = v1::WorkerService::NewStub(health);
-  EXPECT_EQ(JoinCall(*worker, "via-health-port").error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(JoinCall(*worker, JoinAs("via-health-port")).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
   auto control = v1::ControlService::NewStub(health);
   EXPECT_EQ(StatusCall(*control), grpc::StatusCode::UNIMPLEMENTED);
   auto op = Stub<v1::ControlService>(coordinator.address(), Mtls(certs, "operator", certs));
@@ -725,11 +719,8 @@ TEST(JoinFloodTest, TenThousandForgedJoinsLeaveTheRealWorkersTrainingAndMemoryBo
         stub = v1::WorkerService::NewStub(
             grpc::CreateCustomChannel(coordinator.address(), credentials, args));
       }
-      const v1::JoinRequest forged = JoinAs("fake-" + std::to_string(i));
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(10000));
-      v1::JoinResponse resp;
-      const grpc::StatusCode code = stub->Join(&ctx, forged, &resp).error_code();
+      const grpc::StatusCode code =
+          JoinCall(*stub, JoinAs("fake-" + std::to_string(i)), milliseconds(10000)).error_code();
       const grpc::StatusCode expected[] = {grpc::StatusCode::UNAVAILABLE,
                                            grpc::StatusCode::UNAVAILABLE,
                                            grpc::StatusCode::PERMISSION_DENIED};
