@@ -150,7 +150,7 @@ WorkPtr UcxCommunicator::SubmitPointToPoint(std::string description, bool send, 
   const MessageTag message_tag{true, sequence, tag};
   description += (send ? " to rank " : " from rank ") + std::to_string(peer);
   return executor_->SubmitDeferred(
-      description, DeadlineFor(options), [=](const WorkPtr& work) -> Status {
+      description, DeadlineFor(options), [=, this](const WorkPtr& work) -> Status {
         StatusOr<std::unique_ptr<UcxTransport::Request>> request =
             forged_generation.has_value() ? transport_->PostDetachedSendWithGenerationForTesting(
                                                 peer, *forged_generation, message_tag, data, bytes)

@@ -37,8 +37,11 @@ const char* AckCodeName(int32_t code) {
 ucs_status_t UcxTransport::OnGoodbye(void* arg, const void* header, size_t header_length, void*,
                                      size_t, const ucp_am_recv_param_t*) {
   auto* t = static_cast<UcxTransport*>(arg);
-  int32_t rank = -1;
-  if (header_length == sizeof(rank)) std::memcpy(&rank, header, sizeof(rank));
+  if (header_length != sizeof(Goodbye)) return UCS_OK;
+  Goodbye goodbye;
+  std::memcpy(&goodbye, header, sizeof(goodbye));
+  if (goodbye.key != t->wire_key_) return UCS_OK;  // not from a member of this generation
+  const int32_t rank = goodbye.rank;
   if (rank >= 0 && rank < t->size_ && rank != t->rank_) t->peers_[rank].said_goodbye = true;
   return UCS_OK;
 }
@@ -56,11 +59,11 @@ Status UcxTransport::PeerFailure(const Peer& peer, const std::string& what) cons
 void UcxTransport::SayGoodbye() {
   for (Peer& peer : peers_) {
     if (peer.ep == nullptr || peer.error != UCS_OK || peer.rank == rank_) continue;
-    auto* header = new int32_t(rank_);  // UCX may keep the header until completion
+    auto* header = new Goodbye{wire_key_, rank_};  // UCX may keep the header until completion
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = [](void* request, ucs_status_t, void* user_data) {
-      delete static_cast<int32_t*>(user_data);
+      delete static_cast<Goodbye*>(user_data);
       ucp_request_free(request);
     };
     param.user_data = header;
@@ -122,7 +125,7 @@ Status UcxTransport::CompleteCmaReceive(Request& r) {
 
 void UcxTransport::SendCmaAck(int peer, uint64_t cookie, int32_t code) {
   if (peers_[peer].ep == nullptr) return;
-  auto* ack = new CmaAck{cookie, code};  // UCX may keep the header until completion
+  auto* ack = new CmaAck{wire_key_, cookie, code};  // UCX may keep the header until completion
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = [](void* request, ucs_status_t, void* user_data) {
@@ -147,6 +150,7 @@ ucs_status_t UcxTransport::OnCmaAck(void* arg, const void* header, size_t header
   if (header_length != sizeof(CmaAck)) return UCS_OK;
   CmaAck ack;
   std::memcpy(&ack, header, sizeof(ack));
+  if (ack.key != t->wire_key_) return UCS_OK;  // not from a member of this generation
   auto it = t->awaiting_ack_.find(ack.cookie);
   if (it == t->awaiting_ack_.end()) return UCS_OK;  // the send was withdrawn meanwhile
   Request& r = *it->second;

@@ -1,8 +1,10 @@
 #include "collectives/ucx/ucx_transport.h"
 
 #include <sched.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,12 +20,9 @@ namespace retort::collectives::ucx {
 namespace {
 
 constexpr uint64_t kFullMask = ~uint64_t{0};
-constexpr int kGenerationShift = 52;
-constexpr uint64_t kGenerationField = 0xfff;
-constexpr uint64_t kGenerationMask = kGenerationField << kGenerationShift;
 constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of the hello
 constexpr uint32_t kHelloSequence = 0xfffff;
-constexpr char kRecordMagic[] = "retort-ucx2";
+constexpr char kRecordMagic[] = "retort-ucx3";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
 
 // Hello payload: the generation, and whether the sender can read the receiver's memory.
@@ -31,6 +30,20 @@ struct Hello {
   uint64_t generation = 0;
   uint64_t can_read_you = 0;
 };
+
+// 64 bits from the kernel's random number generator.
+StatusOr<uint64_t> RandomNonce() {
+  uint64_t nonce = 0;
+  auto* out = reinterpret_cast<char*>(&nonce);
+  size_t got = 0;
+  while (got < sizeof(nonce)) {
+    const ssize_t n = getrandom(out + got, sizeof(nonce) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return InternalError(std::string("ucx: getrandom: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  return nonce;
+}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,6 +75,8 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
   if (t->cma_min_bytes_ > 0) t->local_cma_ = LocalCmaIdentity();
+  RETORT_ASSIGN_OR_RETURN(t->nonce_, RandomNonce());
+  t->wire_key_ = t->nonce_;
   RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
   RETORT_ASSIGN_OR_RETURN(t->worker_, CreateUcpWorker(t->context_.get()));
   ucp_am_handler_param_t am{};
@@ -101,7 +116,7 @@ Status UcxTransport::Connect(BootstrapStore* store, const std::string& key_prefi
   record << kRecordMagic << ' ' << generation_ << ' ' << rank_ << ' ' << size_ << ' '
          << cma_min_bytes_ << ' ' << (local_cma_.boot_id.empty() ? "-" : local_cma_.boot_id) << ' '
          << local_cma_.pid_namespace << ' ' << local_cma_.pid << ' ' << local_cma_.probe_address
-         << '\n'
+         << ' ' << nonce_ << '\n'
          << address;
   RETORT_RETURN_IF_ERROR(
       store->Set(key_prefix + "/rank" + std::to_string(rank_), record.str(), deadline));
@@ -122,8 +137,10 @@ Status UcxTransport::Connect(BootstrapStore* store, const std::string& key_prefi
     int peer_rank = -1;
     int peer_size = -1;
     Peer& peer = peers_[p];
+    uint64_t peer_nonce = 0;
     header >> magic >> peer_generation >> peer_rank >> peer_size >> peer.cma_min_bytes >>
-        peer.cma.boot_id >> peer.cma.pid_namespace >> peer.cma.pid >> peer.cma.probe_address;
+        peer.cma.boot_id >> peer.cma.pid_namespace >> peer.cma.pid >> peer.cma.probe_address >>
+        peer_nonce;
     if (newline == std::string::npos || magic != kRecordMagic || header.fail()) {
       return DataLossError("ucx: store key '" + key + "' does not hold a UCX address record");
     }
@@ -139,6 +156,7 @@ Status UcxTransport::Connect(BootstrapStore* store, const std::string& key_prefi
                                      std::to_string(peer_size) + ", expected rank " +
                                      std::to_string(p) + " of " + std::to_string(size_));
     }
+    wire_key_ ^= peer_nonce;
     if (cma_min_bytes_ > 0 && peer.cma_min_bytes > 0) {
       peer.can_read = CanReadPeerMemory(local_cma_, peer.cma);
     }
@@ -230,10 +248,7 @@ std::vector<int> UcxTransport::FailedPeers() const {
 }
 
 uint64_t UcxTransport::WireTag(uint64_t generation, int source, MessageTag tag) const {
-  return ((generation & kGenerationField) << kGenerationShift) |
-         (uint64_t{tag.point_to_point} << 51) | ((static_cast<uint64_t>(source) & 0x7ff) << 40) |
-         ((static_cast<uint64_t>(tag.sequence) & 0xfffff) << 20) |
-         (static_cast<uint64_t>(tag.slot) & 0xfffff);
+  return TagFields(generation, source, tag) ^ wire_key_;
 }
 
 StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, int peer,
@@ -382,7 +397,7 @@ bool UcxTransport::WaitingOn(int peer) {
   return false;
 }
 
-Status UcxTransport::CheckPeersAndTraffic() {
+Status UcxTransport::CheckPeers() {
   for (const Peer& peer : peers_) {
     if (peer.error == UCS_OK) continue;
     // A peer that said goodbye finished (or gave up) on its own; once everything this
@@ -391,23 +406,6 @@ Status UcxTransport::CheckPeersAndTraffic() {
     // without a goodbye fails the operation at once.
     if (peer.said_goodbye && !WaitingOn(peer.rank)) continue;
     return PeerFailure(peer, "ucx");
-  }
-  // Traffic of a nearby generation (a straggler of the previous world, or a peer already in
-  // the next) is refused rather than left to time out.
-  for (int64_t delta : {-1, -2, -3, -4, 1, 2}) {
-    const uint64_t other = (generation_ + static_cast<uint64_t>(delta)) & kGenerationField;
-    if (other == kHelloGeneration || other == (generation_ & kGenerationField)) continue;
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), other << kGenerationShift,
-                                                 kGenerationMask, /*remove=*/0, &info);
-    if (message != nullptr) {
-      const int source = static_cast<int>((info.sender_tag >> 40) & 0x7ff);
-      return FailedPreconditionError("ucx: refused a message from " + PeerName(source) +
-                                     " tagged with generation " + std::to_string(other) +
-                                     " (mod 4096); this communicator is generation " +
-                                     std::to_string(generation_) + " (" +
-                                     std::to_string(generation_ & kGenerationField) + " mod 4096)");
-    }
   }
   return Status::Ok();
 }
@@ -438,7 +436,7 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
     }
     if ((++spins & 127) == 0) {
       if (control.background != nullptr) (*control.background)();
-      RETORT_RETURN_IF_ERROR(CheckPeersAndTraffic());
+      RETORT_RETURN_IF_ERROR(CheckPeers());
       if (control.Aborted()) return AbortedError("ucx: operation aborted");
       if (control.deadline.Expired()) {
         return DeadlineExceededError(std::string("ucx: timed out waiting for a ") +
@@ -489,8 +487,8 @@ std::optional<Status> UcxTransport::PollDetached(Request& request) {
   if (peers_[request.peer].error != UCS_OK) {
     return PeerFailure(peers_[request.peer], "ucx");
   }
-  Status traffic = CheckPeersAndTraffic();
-  if (!traffic.ok()) return traffic;
+  Status peers = CheckPeers();
+  if (!peers.ok()) return peers;
   return std::nullopt;
 }
 

@@ -3,10 +3,19 @@
 // (UCP_ERR_HANDLING_MODE_PEER), so a dead peer fails its requests instead of hanging them.
 //
 // Wire tag (64 bits): generation mod 4096 (12) | point-to-point flag (1) | source rank (11) |
-// sequence (20) | slot (20). Receives match the whole tag, so traffic of another generation
-// is never mixed in; while waiting, the transport also probes for messages of nearby
-// generations and fails with FAILED_PRECONDITION when it sees one. The full 64-bit
-// generation is checked at bootstrap (store record and a hello exchange).
+// sequence (20) | slot (20), XORed with the generation's data-plane key. Receives match the
+// whole tag, so traffic of another generation is never mixed in. The full 64-bit generation
+// is checked at bootstrap (store record and a hello exchange).
+//
+// Data-plane key: every rank draws a random 64-bit nonce (getrandom) per communicator and
+// publishes it in its address record; the key is the XOR of every rank's nonce, so it is
+// known exactly to the ranks that read this generation's records from the bootstrap store
+// (the coordinator serves them only to authenticated members of the generation). UCX's
+// worker-address wireup has no connection filter: anyone who reaches the interface the data
+// plane binds (--data-address) can open a UCX endpoint to it. Without the key such a sender
+// cannot address any receive (its messages stay unmatched until the worker is destroyed with
+// the generation) nor the active messages below (which carry the key and are ignored
+// without it). The hello, the first messages of a generation, are keyed too.
 //
 // Large messages between processes of one host (UcxContextOptions::cma_min_bytes) use a
 // rendezvous of our own: the sender tag-sends a small descriptor (address, length, cookie),
@@ -118,6 +127,8 @@ class UcxTransport final : public Transport {
   // Sends with an arbitrary generation in the wire tag: tests of generation fencing only.
   StatusOr<std::unique_ptr<Request>> PostDetachedSendWithGenerationForTesting(
       int peer, uint64_t generation, MessageTag tag, const void* data, size_t bytes);
+  // The generation's data-plane key: tests that play an intruder holding it.
+  uint64_t wire_key_for_testing() const { return wire_key_; }
 
  private:
   struct Peer {
@@ -134,9 +145,17 @@ class UcxTransport final : public Transport {
     // afterwards fails operations but does not name it in FailedPeers().
     bool said_goodbye = false;
   };
+  // Active-message headers; `key` is the data-plane key (the message is ignored without it).
   struct CmaAck {
+    uint64_t key = 0;
     uint64_t cookie = 0;
     int32_t code = 0;  // CmaAckCode
+    int32_t reserved = 0;  // no padding bytes of unknown value on the wire
+  };
+  struct Goodbye {
+    uint64_t key = 0;
+    int32_t rank = -1;
+    int32_t reserved = 0;
   };
 
   UcxTransport(int rank, int size, uint64_t generation);
@@ -161,15 +180,15 @@ class UcxTransport final : public Transport {
   Status ExchangeHello(Deadline deadline, const std::function<bool()>& cancelled);
   // ABORTED naming the generation and what bootstrap was waiting for.
   Status BootstrapCancelled(const std::string& waiting_for) const;
+  // TagFields (ucx_wire.h) XOR the data-plane key.
   uint64_t WireTag(uint64_t generation, int source, MessageTag tag) const;
   StatusOr<std::unique_ptr<Request>> Post(bool send, int peer, uint64_t wire_tag, void* data,
                                           size_t bytes);
   bool Poll(Request& request);
   Status Result(const Request& request) const;
   // Fails when a peer this operation still waits on has failed (a peer that closed its
-  // communicator on purpose after its last message to us is not waited on), or when traffic of
-  // a nearby generation arrived.
-  Status CheckPeersAndTraffic();
+  // communicator on purpose after its last message to us is not waited on).
+  Status CheckPeers();
   // Whether a request of the current operation to or from `peer` is still unfinished.
   bool WaitingOn(int peer);
   void CloseEndpoints(bool force);
@@ -177,6 +196,8 @@ class UcxTransport final : public Transport {
   const int rank_;
   const int size_;
   const uint64_t generation_;
+  uint64_t nonce_ = 0;     // this rank's share of the data-plane key
+  uint64_t wire_key_ = 0;  // XOR of every rank's nonce, complete once Connect has read them
   UcpContext context_;  // declared before worker_: destroyed after it
   UcpWorker worker_;
   std::vector<Peer> peers_;  // sized once; callbacks hold pointers into it

@@ -5,11 +5,24 @@
 #include <cstdint>
 #include <string>
 
+#include "collectives/transport.h"
+
 namespace retort::collectives::ucx {
 
 constexpr unsigned kCmaAckId = 7;   // UCX active message id of CMA acknowledgements
 constexpr unsigned kGoodbyeId = 8;  // "this rank closes its endpoints on purpose"
 constexpr uint64_t kCmaDescriptorMagic = 0x72746d61646573ULL;
+
+// The 64 bits of a tag before keying: generation mod 4096 (12) | point-to-point flag (1) |
+// source rank (11) | sequence (20) | slot (20). On the wire every tag is XORed with the
+// generation's data-plane key (ucx_transport.h), so only a holder of the key can address a
+// receive.
+inline uint64_t TagFields(uint64_t generation, int source, MessageTag tag) {
+  return ((generation & 0xfff) << 52) | (uint64_t{tag.point_to_point} << 51) |
+         ((static_cast<uint64_t>(source) & 0x7ff) << 40) |
+         ((static_cast<uint64_t>(tag.sequence) & 0xfffff) << 20) |
+         (static_cast<uint64_t>(tag.slot) & 0xfffff);
+}
 
 inline std::string PeerName(int peer) { return "rank " + std::to_string(peer); }
 

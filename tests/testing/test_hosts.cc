@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -39,6 +42,34 @@ std::string Joined(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
   return s;
+}
+
+// The cgroup hierarchy that holds the CPU controller: v2 (cpu.max) at /sys/fs/cgroup or, on a
+// hybrid system, /sys/fs/cgroup/unified; else v1's cpu hierarchy (cpu.cfs_quota_us). Empty
+// when there is none.
+struct CpuCgroupRoot {
+  std::string dir;
+  bool v2 = false;
+};
+
+CpuCgroupRoot FindCpuCgroupRoot() {
+  for (const char* dir : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+    std::ifstream controllers(std::string(dir) + "/cgroup.controllers");
+    std::string name;
+    while (controllers >> name)
+      if (name == "cpu") return {dir, true};
+  }
+  for (const char* dir : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
+    if (std::filesystem::exists(std::string(dir) + "/cpu.cfs_quota_us")) return {dir, false};
+  return {};
+}
+
+bool WriteCgroupFile(const std::string& path, const std::string& value, std::string* why) {
+  std::ofstream out(path);
+  out << value << std::flush;
+  if (out) return true;
+  *why = "writing '" + value + "' to " + path + " failed: " + std::strerror(errno);
+  return false;
 }
 
 }  // namespace
@@ -199,6 +230,15 @@ void TestHosts::RemoveSlotLeftovers() {
   }
   if (std::filesystem::exists("/sys/class/net/" + bridge_))
     Run({ip_, "link", "del", bridge_}, &ignored);
+  // LimitCpu's cgroups: removable once their processes (killed above) have exited.
+  const std::string cgroup_root = FindCpuCgroupRoot().dir;
+  for (int i = 0; i < kMaxHosts && !cgroup_root.empty(); ++i) {
+    const std::string dir = cgroup_root + "/" + prefix_ + "h" + std::to_string(i);
+    for (int attempt = 0; attempt < 100 && std::filesystem::exists(dir); ++attempt) {
+      if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 }
 
 bool TestHosts::Run(const std::vector<std::string>& argv, std::string* why, std::string* out) {
@@ -222,9 +262,13 @@ bool TestHosts::Run(const std::vector<std::string>& argv, std::string* why, std:
 std::unique_ptr<Subprocess> TestHosts::Spawn(int host, const std::vector<std::string>& argv,
                                              const std::string& log_path) const {
   const Host& h = hosts_.at(host);
-  std::vector<std::string> full = {nsenter_,  "--target", std::to_string(h.init_pid),
-                                   "--net",   "--pid",    "--ipc",
-                                   "--mount", "--uts",    "--"};
+  std::vector<std::string> full;
+  if (!h.cpu_cgroup.empty()) {
+    // The shell joins the cgroup before it becomes nsenter, so the program never runs outside.
+    full = {"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", h.cpu_cgroup};
+  }
+  full.insert(full.end(), {nsenter_, "--target", std::to_string(h.init_pid), "--net", "--pid",
+                           "--ipc", "--mount", "--uts", "--"});
   full.insert(full.end(), argv.begin(), argv.end());
   SubprocessOptions o;
   o.signal_process_group = true;
@@ -260,6 +304,38 @@ bool TestHosts::SetPathBlocked(int a, int b, bool blocked, std::string* why) {
              why))
       return false;
   }
+  return true;
+}
+
+bool TestHosts::LimitCpu(int host, double cpus, std::string* why) {
+  Host& h = hosts_.at(host);
+  const CpuCgroupRoot root = FindCpuCgroupRoot();
+  if (root.dir.empty()) {
+    *why = "no cgroup CPU controller (neither cgroup v2 cpu.max nor v1 cpu.cfs_quota_us)";
+    return false;
+  }
+  constexpr int64_t kPeriodUs = 100000;
+  const int64_t quota_us = cpus > 0 ? std::max<int64_t>(1000, std::llround(cpus * kPeriodUs)) : -1;
+  if (root.v2) {
+    std::string ignored;  // already on, or the root does not let us: cpu.max then fails below
+    WriteCgroupFile(root.dir + "/cgroup.subtree_control", "+cpu", &ignored);
+  }
+  const std::string dir = root.dir + "/" + prefix_ + "h" + std::to_string(host);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *why = "creating cgroup " + dir + ": " + ec.message();
+    return false;
+  }
+  const bool ok =
+      root.v2 ? WriteCgroupFile(dir + "/cpu.max",
+                                (quota_us > 0 ? std::to_string(quota_us) : std::string("max")) +
+                                    " " + std::to_string(kPeriodUs),
+                                why)
+              : WriteCgroupFile(dir + "/cpu.cfs_period_us", std::to_string(kPeriodUs), why) &&
+                    WriteCgroupFile(dir + "/cpu.cfs_quota_us", std::to_string(quota_us), why);
+  if (!ok) return false;
+  h.cpu_cgroup = dir;
   return true;
 }
 

@@ -8,7 +8,8 @@
 // A host runs processes through Spawn() (nsenter into the host's namespaces). KillHost()
 // kills every process of a host at once (its PID namespace's init dies); SetLinkUp() cuts a
 // host off the bridge and heals it; SetPathBlocked() drops the traffic between two hosts only;
-// ShapeLink() limits a host's link rate in both directions.
+// ShapeLink() limits a host's link rate in both directions; LimitCpu() gives the processes a
+// host spawns afterwards a CPU bandwidth limit (a slow host).
 //
 // Names and addresses come from a slot (0..kSlots-1) held with flock for the object's lifetime,
 // so concurrent test processes never collide; claiming a slot first removes whatever a crashed
@@ -72,12 +73,17 @@ class TestHosts {
   bool SetPathBlocked(int a, int b, bool blocked, std::string* why);
   // Token-bucket rate limit on the host's link, both directions (tc tbf; 0 removes it).
   bool ShapeLink(int host, int64_t rate_mbit, std::string* why);
+  // Processes Spawn()ed on `host` from now on share `cpus` CPUs' worth of time (a cgroup with a
+  // CFS bandwidth limit: cgroup v2 cpu.max or v1 cpu.cfs_quota_us); <= 0 lifts the limit.
+  // False with *why where this machine has no cgroup CPU controller to write to.
+  bool LimitCpu(int host, double cpus, std::string* why);
 
  private:
   struct Host {
     std::string name, netns, veth, address;
     std::unique_ptr<Subprocess> init;  // `unshare` holding the host's PID namespace
     pid_t init_pid = -1;               // its child: PID 1 of the host
+    std::string cpu_cgroup;            // LimitCpu's cgroup directory; empty: no limit
   };
 
   TestHosts() = default;
