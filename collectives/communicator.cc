@@ -1,5 +1,8 @@
 #include "collectives/communicator.h"
 
+#include <initializer_list>
+#include <string>
+
 #include "collectives/validate.h"
 
 namespace retort::collectives {
@@ -13,30 +16,61 @@ WorkPtr IssueIfValid(const char* op, const Status& valid, Issue&& issue) {
   return issue();
 }
 
+// The first failed check of `checks`, or OK.
+Status FirstError(std::initializer_list<Status> checks) {
+  for (const Status& s : checks)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status Communicator::CheckMemory(MemoryKind kind, const char* what) const {
+  if (AcceptsMemory(kind)) return Status::Ok();
+  std::string takes;
+  for (MemoryKind k : {MemoryKind::kHost, MemoryKind::kPinnedHost, MemoryKind::kCudaDevice}) {
+    if (!AcceptsMemory(k)) continue;
+    takes += (takes.empty() ? "" : ", ") + std::string(MemoryKindName(k));
+  }
+  return InvalidArgumentError(std::string(what) + " is " + MemoryKindName(kind) +
+                              " memory, which the " + name() + " communicator does not take (it " +
+                              "takes " + (takes.empty() ? std::string("none") : takes) + ")" +
+                              (IsHostMemory(kind) ? ""
+                                                  : "; stage device buffers through host memory "
+                                                    "(collectives/staged.h)"));
+}
 
 WorkPtr Communicator::ReduceScatterV(ConstBuffer input, MutableBuffer output,
                                      const std::vector<size_t>& counts, ReduceOp op,
                                      const CollectiveOptions& options) {
   return IssueIfValid("reduce_scatter",
-                      ValidateReduceScatterV(rank(), size(), input, output, counts),
+                      FirstError({ValidateReduceScatterV(rank(), size(), input, output, counts),
+                                  CheckMemory(input.memory, "reduce_scatter input"),
+                                  CheckMemory(output.memory, "reduce_scatter output")}),
                       [&] { return DoReduceScatterV(input, output, counts, op, options); });
 }
 
 WorkPtr Communicator::AllGatherV(ConstBuffer input, MutableBuffer output,
                                  const std::vector<size_t>& counts,
                                  const CollectiveOptions& options) {
-  return IssueIfValid("all_gather", ValidateAllGatherV(rank(), size(), input, output, counts),
+  return IssueIfValid("all_gather",
+                      FirstError({ValidateAllGatherV(rank(), size(), input, output, counts),
+                                  CheckMemory(input.memory, "all_gather input"),
+                                  CheckMemory(output.memory, "all_gather output")}),
                       [&] { return DoAllGatherV(input, output, counts, options); });
 }
 
 WorkPtr Communicator::AllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) {
-  return IssueIfValid("all_reduce", CheckBuffer(data.data, data.count, "all_reduce data"),
+  return IssueIfValid("all_reduce",
+                      FirstError({CheckBuffer(data.data, data.count, "all_reduce data"),
+                                  CheckMemory(data.memory, "all_reduce data")}),
                       [&] { return DoAllReduce(data, op, options); });
 }
 
 WorkPtr Communicator::Broadcast(MutableBuffer data, int root, const CollectiveOptions& options) {
-  return IssueIfValid("broadcast", ValidateBroadcast(size(), data, root),
+  return IssueIfValid("broadcast",
+                      FirstError({ValidateBroadcast(size(), data, root),
+                                  CheckMemory(data.memory, "broadcast data")}),
                       [&] { return DoBroadcast(data, root, options); });
 }
 
@@ -45,14 +79,18 @@ WorkPtr Communicator::Barrier(const CollectiveOptions& options) { return DoBarri
 WorkPtr Communicator::Send(ConstBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
   return IssueIfValid("send",
-                      ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "send"),
+                      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data,
+                                                       data.count, "send"),
+                                  CheckMemory(data.memory, "send data")}),
                       [&] { return DoSend(data, peer, tag, options); });
 }
 
 WorkPtr Communicator::Recv(MutableBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
   return IssueIfValid("recv",
-                      ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "recv"),
+                      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data,
+                                                       data.count, "recv"),
+                                  CheckMemory(data.memory, "recv data")}),
                       [&] { return DoRecv(data, peer, tag, options); });
 }
 
@@ -60,7 +98,10 @@ WorkPtr Communicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& se
                                 MutableBuffer output, const std::vector<size_t>& recv_counts,
                                 const CollectiveOptions& options) {
   return IssueIfValid(
-      "all_to_all_v", ValidateAllToAllV(size(), input, send_counts, output, recv_counts),
+      "all_to_all_v",
+      FirstError({ValidateAllToAllV(size(), input, send_counts, output, recv_counts),
+                  CheckMemory(input.memory, "all_to_all_v input"),
+                  CheckMemory(output.memory, "all_to_all_v output")}),
       [&] { return DoAllToAllV(input, send_counts, output, recv_counts, options); });
 }
 

@@ -13,8 +13,9 @@
 //  - Failure: after any failed or aborted operation the communicator is broken (peers are
 //    out of step): later operations complete at once with ABORTED naming the first error.
 //    Build a new communicator (normally for the next generation).
-//  - Buffers: raw pointer + count + dtype, owned by the caller and left untouched by the
-//    caller until the Work completes. Counts are in elements. Input and output must not
+//  - Buffers: raw pointer + count + dtype + memory kind, owned by the caller and left untouched
+//    by the caller until the Work completes. A buffer in memory the backend does not take
+//    (AcceptsMemory) is refused with INVALID_ARGUMENT naming the kind and the backend. Counts are in elements. Input and output must not
 //    overlap, except where an operation documents an in-place form.
 //  - Arguments are checked when an operation is issued: a bad one completes its Work at once
 //    with INVALID_ARGUMENT naming it, and leaves the communicator usable.
@@ -51,6 +52,9 @@ class Communicator {
   virtual std::chrono::milliseconds default_timeout() const = 0;
   // "ucx", "nccl", "hierarchical(...)": for logs.
   virtual std::string name() const = 0;
+  // Whether operations take buffers in `kind` of memory. Default: host memory (pageable or
+  // pinned) only; device backends and staging adapters say otherwise.
+  virtual bool AcceptsMemory(MemoryKind kind) const { return IsHostMemory(kind); }
 
   // input: sum(counts) elements, segment r = [offset(r), offset(r) + counts[r]); output:
   // counts[rank()] elements receive the reduction of segment rank() over all ranks. counts has
@@ -91,6 +95,9 @@ class Communicator {
   virtual std::vector<int> FailedPeers() const { return {}; }
 
  protected:
+  // OK when this communicator takes `kind`; else INVALID_ARGUMENT naming `what`, the kind,
+  // and the kinds it takes.
+  Status CheckMemory(MemoryKind kind, const char* what) const;
   // What a backend implements. The public methods above check their arguments (validate.h)
   // once, here, and complete the Work with INVALID_ARGUMENT at once when a check fails; a
   // Do* method is called only with arguments that passed, and checks only what is particular

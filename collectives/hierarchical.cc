@@ -176,7 +176,7 @@ HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
 WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
                                                    const std::vector<size_t>& counts, ReduceOp op,
                                                    const CollectiveOptions& options) {
-  return Submit("reduce_scatter", options, [=](Work& work) -> Status {
+  return Submit("reduce_scatter", options, [=, this](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
     const LevelCounts split = SplitCounts(counts);
     const std::vector<size_t>& intra_counts = split.intra;
@@ -201,7 +201,7 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
 WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
                                                const std::vector<size_t>& counts,
                                                const CollectiveOptions& options) {
-  return Submit("all_gather", options, [=](Work& work) -> Status {
+  return Submit("all_gather", options, [=, this](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
     const LevelCounts split = SplitCounts(counts);
     const std::vector<size_t>& intra_counts = split.intra;
@@ -228,7 +228,7 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
 
 WorkPtr HierarchicalCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
                                               const CollectiveOptions& options) {
-  return Submit("all_reduce", options, [=](Work& work) -> Status {
+  return Submit("all_reduce", options, [=, this](Work& work) -> Status {
     const size_t elem = DataTypeSize(data.dtype);
     const std::vector<size_t> counts = EvenCounts(data.count, local_size_);
     const size_t offset = Offsets(counts)[local_index_];
@@ -247,7 +247,7 @@ WorkPtr HierarchicalCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
 
 WorkPtr HierarchicalCommunicator::DoBroadcast(MutableBuffer data, int root,
                                               const CollectiveOptions& options) {
-  return Submit("broadcast", options, [=](Work& work) -> Status {
+  return Submit("broadcast", options, [=, this](Work& work) -> Status {
     const int root_node = layout_.node_of_rank[root];
     const int root_local = local_index_of_[root];
     if (local_index_ == root_local) {
@@ -260,7 +260,7 @@ WorkPtr HierarchicalCommunicator::DoBroadcast(MutableBuffer data, int root,
 }
 
 WorkPtr HierarchicalCommunicator::DoBarrier(const CollectiveOptions& options) {
-  return Submit("barrier", options, [=](Work& work) -> Status {
+  return Submit("barrier", options, [=, this](Work& work) -> Status {
     RETORT_RETURN_IF_ERROR(
         Await(work, [&](const CollectiveOptions& o) { return intra_->Barrier(o); }));
     RETORT_RETURN_IF_ERROR(
@@ -287,6 +287,11 @@ WorkPtr HierarchicalCommunicator::DoAllToAllV(ConstBuffer input,
                                               const std::vector<size_t>& recv_counts,
                                               const CollectiveOptions& options) {
   return global_->AllToAllV(input, send_counts, output, recv_counts, options);
+}
+
+bool HierarchicalCommunicator::AcceptsMemory(MemoryKind kind) const {
+  return IsHostMemory(kind) && intra_->AcceptsMemory(kind) && inter_->AcceptsMemory(kind) &&
+         global_->AcceptsMemory(kind);
 }
 
 std::vector<int> HierarchicalCommunicator::FailedPeers() const {

@@ -43,6 +43,9 @@ class HierarchicalCommunicator final : public Communicator {
   uint64_t generation() const override { return generation_; }
   std::chrono::milliseconds default_timeout() const override { return default_timeout_; }
   std::string name() const override;
+  // What all three levels take, host memory only: packing and the buffer between the levels
+  // are host scratch.
+  bool AcceptsMemory(MemoryKind kind) const override;
 
   void Abort(const std::string& reason) override;
   // Failed peers of the global communicator (every pair is connected there).

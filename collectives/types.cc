@@ -36,6 +36,18 @@ const char* ReduceOpName(ReduceOp op) {
   return "unknown";
 }
 
+const char* MemoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kPinnedHost:
+      return "pinned host";
+    case MemoryKind::kCudaDevice:
+      return "CUDA device";
+  }
+  return "unknown";
+}
+
 size_t TotalCount(const std::vector<size_t>& counts) {
   size_t total = 0;
   for (size_t c : counts) total += c;

@@ -20,21 +20,31 @@ size_t DataTypeSize(DataType dtype);
 const char* DataTypeName(DataType dtype);
 const char* ReduceOpName(ReduceOp op);
 
-// A read-only run of `count` elements of `dtype` at `data`. Not owning.
+// Where a buffer's bytes live. A backend takes the kinds its Communicator::AcceptsMemory says
+// and refuses the others when an operation is issued (INVALID_ARGUMENT naming both), never
+// dereferencing device memory on the host. kPinnedHost is page-locked host memory (CUDA can
+// copy it asynchronously at full speed); it is host memory to every host backend.
+enum class MemoryKind : uint8_t { kHost = 0, kPinnedHost = 1, kCudaDevice = 2 };
+const char* MemoryKindName(MemoryKind kind);
+inline bool IsHostMemory(MemoryKind kind) { return kind != MemoryKind::kCudaDevice; }
+
+// A read-only run of `count` elements of `dtype` at `data`, in `memory`. Not owning.
 struct ConstBuffer {
   const void* data = nullptr;
   size_t count = 0;
   DataType dtype = DataType::kFloat32;
+  MemoryKind memory = MemoryKind::kHost;
   size_t bytes() const { return count * DataTypeSize(dtype); }
 };
 
-// A writable run of `count` elements of `dtype` at `data`. Not owning.
+// A writable run of `count` elements of `dtype` at `data`, in `memory`. Not owning.
 struct MutableBuffer {
   void* data = nullptr;
   size_t count = 0;
   DataType dtype = DataType::kFloat32;
+  MemoryKind memory = MemoryKind::kHost;
   size_t bytes() const { return count * DataTypeSize(dtype); }
-  ConstBuffer AsConst() const { return ConstBuffer{data, count, dtype}; }
+  ConstBuffer AsConst() const { return ConstBuffer{data, count, dtype, memory}; }
 };
 
 // Sum of a counts vector (elements).

@@ -59,9 +59,9 @@ size_t Sum(const std::vector<int64_t>& counts) {
 std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::ReduceScatterV(
     const float* in, float* out, std::vector<int64_t> counts) {
   const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
-  return Wrap(comm_->ReduceScatterV({in, Sum(counts), collectives::DataType::kFloat32},
-                                    {out, mine, collectives::DataType::kFloat32}, ToSizes(counts),
-                                    collectives::ReduceOp::kSum),
+  return Wrap(comm_->ReduceScatterV({in, Sum(counts), collectives::DataType::kFloat32, buffers_},
+                                    {out, mine, collectives::DataType::kFloat32, buffers_},
+                                    ToSizes(counts), collectives::ReduceOp::kSum),
               "reduce_scatter", static_cast<int64_t>(Sum(counts)));
 }
 
@@ -69,14 +69,16 @@ std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllGatherV(
     const float* in, float* out, std::vector<int64_t> counts) {
   const size_t mine = static_cast<size_t>(counts[comm_->rank()]);
   return Wrap(
-      comm_->AllGatherV({in, mine, collectives::DataType::kFloat32},
-                        {out, Sum(counts), collectives::DataType::kFloat32}, ToSizes(counts)),
+      comm_->AllGatherV({in, mine, collectives::DataType::kFloat32, buffers_},
+                        {out, Sum(counts), collectives::DataType::kFloat32, buffers_},
+                        ToSizes(counts)),
       "all_gather", static_cast<int64_t>(Sum(counts)));
 }
 
 std::unique_ptr<trainer::CommHandle> CommunicatorShardComm::AllReduce(float* data, int64_t count) {
-  return Wrap(comm_->AllReduce({data, static_cast<size_t>(count), collectives::DataType::kFloat32},
-                               collectives::ReduceOp::kSum),
+  return Wrap(comm_->AllReduce(
+                  {data, static_cast<size_t>(count), collectives::DataType::kFloat32, buffers_},
+                  collectives::ReduceOp::kSum),
               "all_reduce", count);
 }
 

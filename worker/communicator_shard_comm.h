@@ -1,4 +1,4 @@
-// trainer::ShardComm over a collectives::Communicator (fp32 host buffers): the small adapter
+// trainer::ShardComm over a collectives::Communicator (fp32 buffers, host or device): the small adapter
 // through which the trainer reaches the data plane. Borrows the communicator, which must
 // outlive the adapter and every handle it returned. Threading: as trainer/shard_comm.h.
 #pragma once
@@ -19,12 +19,24 @@ class CollectiveListener {
 
 class CommunicatorShardComm final : public trainer::ShardComm {
  public:
-  // `listener` (borrowed, may be null) must outlive the adapter and its handles.
-  explicit CommunicatorShardComm(collectives::Communicator* comm,
-                                 CollectiveListener* listener = nullptr)
-      : comm_(comm), listener_(listener) {}
+  // `listener` (borrowed, may be null) must outlive the adapter and its handles. `trainer_memory`
+  // is where the trainer's tensors live: with kCudaDevice and a communicator that takes device
+  // memory, the trainer hands its device buffers straight through; otherwise it stages them
+  // through host memory (trainer/host_staging.h) and the buffers here are host memory.
+  explicit CommunicatorShardComm(
+      collectives::Communicator* comm, CollectiveListener* listener = nullptr,
+      collectives::MemoryKind trainer_memory = collectives::MemoryKind::kHost)
+      : comm_(comm),
+        listener_(listener),
+        buffers_(trainer_memory == collectives::MemoryKind::kCudaDevice &&
+                         comm->AcceptsMemory(collectives::MemoryKind::kCudaDevice)
+                     ? collectives::MemoryKind::kCudaDevice
+                     : collectives::MemoryKind::kHost) {}
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }
+  bool TakesDeviceMemory() const override {
+    return buffers_ == collectives::MemoryKind::kCudaDevice;
+  }
   std::unique_ptr<trainer::CommHandle> ReduceScatterV(const float* in, float* out,
                                                       std::vector<int64_t> counts) override;
   std::unique_ptr<trainer::CommHandle> AllGatherV(const float* in, float* out,
@@ -36,6 +48,7 @@ class CommunicatorShardComm final : public trainer::ShardComm {
                                             int64_t elements);
   collectives::Communicator* const comm_;
   CollectiveListener* const listener_;
+  const collectives::MemoryKind buffers_;  // the kind of every buffer this adapter passes on
 };
 
 }  // namespace retort::worker

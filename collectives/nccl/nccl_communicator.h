@@ -60,6 +60,8 @@ class NcclCommunicator final : public Communicator {
   uint64_t generation() const override { return generation_; }
   std::chrono::milliseconds default_timeout() const override { return options_.default_timeout; }
   std::string name() const override { return "nccl"; }
+  // Device buffers of this communicator's device only.
+  bool AcceptsMemory(MemoryKind kind) const override { return kind == MemoryKind::kCudaDevice; }
   // Stream the operations run on (make another stream wait on it instead of on the Work).
   cudaStream_t completion_stream() const { return stream_.get(); }
 

@@ -1,0 +1,46 @@
+// DeviceCopier: the copies between device memory and host staging memory that the staging
+// adapter (staged.h) schedules. An interface, so that the staging schedule is device-agnostic
+// and covered by CPU tests (tests/collectives/staged_test.cc copies between host buffers on a
+// thread of its own); cuda/cuda_copier.h is the CUDA implementation (one copy stream).
+//
+// Contract: copies are asynchronous and finish in the order they were issued (one in-order
+// queue, like one CUDA stream). Mark() names the point after every copy issued so far;
+// Wait(mark) returns once those copies finished. Issuing and waiting happen on one thread
+// (the adapter's executor); the implementation may run copies on others.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "collectives/types.h"
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace retort::collectives {
+
+class DeviceCopier {
+ public:
+  using Mark = uint64_t;
+  virtual ~DeviceCopier() = default;
+
+  // The device memory it copies from and to, and the host memory it stages through.
+  virtual MemoryKind device_kind() const = 0;
+  virtual MemoryKind staging_kind() const = 0;
+  // `bytes` of staging memory (pinned for CUDA), released when the last owner drops it.
+  virtual StatusOr<std::shared_ptr<char>> AllocateStaging(size_t bytes) = 0;
+  // Orders the copies issued from now on after the device work the caller enqueued so far
+  // (CUDA: an event recorded on the caller's stream). Once per operation, before its first copy.
+  virtual Status OrderAfterCaller() = 0;
+  // Enqueue a copy; `host` is staging memory from AllocateStaging.
+  virtual Status CopyToHost(void* host, const void* device, size_t bytes) = 0;
+  virtual Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
+  virtual StatusOr<Mark> MarkIssued() = 0;
+  // OK once every copy issued before `mark` finished. Polls, so that it ends with
+  // DEADLINE_EXCEEDED at `deadline` or ABORTED once `cancelled` (may be empty) returns true; a
+  // failed copy is an error naming it.
+  virtual Status Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) = 0;
+};
+
+}  // namespace retort::collectives

@@ -1,0 +1,89 @@
+#include "collectives/nccl/cuda_copier.h"
+
+#include <string>
+#include <thread>
+
+#include "collectives/nccl/nccl_check.h"
+#include "collectives/nccl/nccl_communicator.h"
+
+namespace retort::collectives::nccl {
+
+StatusOr<std::unique_ptr<CudaCopier>> CudaCopier::Create(int device, cudaStream_t caller_stream) {
+  if (CudaDeviceCount() == 0) return FailedPreconditionError("cuda copier: no CUDA device visible");
+  std::unique_ptr<CudaCopier> c(new CudaCopier(device, caller_stream));
+  CUDA_CHECK(cudaSetDevice(device), "cuda copier: selecting device " + std::to_string(device));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+             "cuda copier: creating its stream");
+  c->stream_ = CudaStream(stream);
+  cudaEvent_t event = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+             "cuda copier: creating an event");
+  c->caller_ready_ = CudaEvent(event);
+  return c;
+}
+
+StatusOr<std::shared_ptr<char>> CudaCopier::AllocateStaging(size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
+  void* p = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+             "cuda copier: pinning " + std::to_string(bytes) + " bytes of staging memory");
+  return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
+}
+
+Status CudaCopier::OrderAfterCaller() {
+  CUDA_CHECK(cudaEventRecord(caller_ready_.get(), caller_),
+             "cuda copier: recording the caller's stream");
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
+             "cuda copier: ordering copies after the caller's stream");
+  return Status::Ok();
+}
+
+Status CudaCopier::CopyToHost(void* host, const void* device, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_.get()),
+             "cuda copier: copying " + std::to_string(bytes) + " bytes to host staging");
+  return Status::Ok();
+}
+
+Status CudaCopier::CopyToDevice(void* device, const void* host, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()),
+             "cuda copier: copying " + std::to_string(bytes) + " bytes to the device");
+  return Status::Ok();
+}
+
+StatusOr<DeviceCopier::Mark> CudaCopier::MarkIssued() {
+  CudaEvent event;
+  if (!spare_.empty()) {
+    event = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+               "cuda copier: creating an event");
+    event = CudaEvent(e);
+  }
+  CUDA_CHECK(cudaEventRecord(event.get(), stream_.get()), "cuda copier: recording a mark");
+  recorded_.push_back(Recorded{++issued_, std::move(event)});
+  return issued_;
+}
+
+Status CudaCopier::Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) {
+  while (!recorded_.empty() && recorded_.front().mark <= mark) {
+    Recorded& r = recorded_.front();
+    for (;;) {
+      const cudaError_t state = cudaEventQuery(r.event.get());
+      if (state == cudaSuccess) break;
+      if (state != cudaErrorNotReady)
+        return CudaError(state, "cuda copier: a staging copy failed", __FILE__, __LINE__);
+      if (cancelled && cancelled()) return AbortedError("cuda copier: wait for copies aborted");
+      if (deadline.Expired())
+        return DeadlineExceededError("cuda copier: staging copies did not finish in time");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    spare_.push_back(std::move(r.event));
+    recorded_.pop_front();
+  }
+  return Status::Ok();
+}
+
+}  // namespace retort::collectives::nccl

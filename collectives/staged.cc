@@ -1,0 +1,398 @@
+#include "collectives/staged.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace retort::collectives {
+namespace {
+
+// How long a failed operation waits for the copies it already issued (they may still read or
+// write the caller's device buffers and the staging memory).
+constexpr int64_t kDrainMs = 5000;
+
+// The k-th of `parts` slices of `count` elements: [count*k/parts, count*(k+1)/parts).
+size_t SliceBegin(size_t count, size_t k, size_t parts) { return count * k / parts; }
+size_t SliceSize(size_t count, size_t k, size_t parts) {
+  return SliceBegin(count, k + 1, parts) - SliceBegin(count, k, parts);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StagedCommunicator>> StagedCommunicator::Create(
+    std::unique_ptr<Communicator> inner, std::unique_ptr<DeviceCopier> copier,
+    const StagedCommunicatorOptions& options) {
+  if (inner == nullptr || copier == nullptr)
+    return InvalidArgumentError("staged: needs an inner communicator and a copier");
+  if (!inner->AcceptsMemory(copier->staging_kind())) {
+    return InvalidArgumentError("staged: the " + inner->name() + " communicator does not take " +
+                                MemoryKindName(copier->staging_kind()) +
+                                " memory, which the copier stages through");
+  }
+  if (options.chunk_bytes == 0) return InvalidArgumentError("staged: chunk_bytes must be > 0");
+  return std::unique_ptr<StagedCommunicator>(
+      new StagedCommunicator(std::move(inner), std::move(copier), options));
+}
+
+StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner,
+                                       std::unique_ptr<DeviceCopier> copier,
+                                       const StagedCommunicatorOptions& options)
+    : inner_(std::move(inner)),
+      copier_(std::move(copier)),
+      options_(options),
+      executor_(std::make_unique<OpExecutor>("staged")) {}
+
+StagedCommunicator::~StagedCommunicator() { executor_.reset(); }
+
+void StagedCommunicator::Abort(const std::string& reason) {
+  executor_->Abort(reason);
+  inner_->Abort(reason);
+}
+
+size_t StagedCommunicator::ChunkCount(size_t bytes) const {
+  return std::max<size_t>(1, (bytes + options_.chunk_bytes - 1) / options_.chunk_bytes);
+}
+
+Status StagedCommunicator::SameKind(MemoryKind a, MemoryKind b, const char* op) const {
+  if ((a == copier_->device_kind()) == (b == copier_->device_kind())) return Status::Ok();
+  return InvalidArgumentError(std::string(op) + ": input is " + MemoryKindName(a) +
+                              " memory and output " + MemoryKindName(b) + " memory; the " +
+                              name() + " communicator needs both of one kind");
+}
+
+WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOptions& options,
+                                   std::function<Status(Work&)> step) {
+  const auto timeout = options.timeout.value_or(default_timeout());
+  return executor_->Submit(std::move(description), Deadline::After(timeout), std::move(step));
+}
+
+Status StagedCommunicator::Await(Work& parent,
+                                 const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
+  CollectiveOptions sub;
+  sub.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
+  WorkPtr work = issue(sub);
+  for (;;) {
+    Status s = work->Wait(Deadline::AfterMs(20));
+    if (work->IsCompleted()) return s;
+    if (parent.abort_requested() || executor_->aborted_flag()->load()) work->Abort();
+  }
+}
+
+Status StagedCommunicator::EnsureSlot(int slot, size_t in_bytes, size_t out_bytes) {
+  Slot& s = slots_[slot];
+  if (s.in == nullptr || s.in_bytes < in_bytes) {
+    s.in.reset();
+    RETORT_ASSIGN_OR_RETURN(s.in, copier_->AllocateStaging(std::max<size_t>(in_bytes, 1)));
+    s.in_bytes = std::max<size_t>(in_bytes, 1);
+  }
+  if (s.out == nullptr || s.out_bytes < out_bytes) {
+    s.out.reset();
+    RETORT_ASSIGN_OR_RETURN(s.out, copier_->AllocateStaging(std::max<size_t>(out_bytes, 1)));
+    s.out_bytes = std::max<size_t>(out_bytes, 1);
+  }
+  return Status::Ok();
+}
+
+Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
+  const std::function<bool()> aborted = [&] {
+    return work.abort_requested() || executor_->aborted_flag()->load();
+  };
+  // Sized before the first copy: no copy of this operation is in flight while a slot grows,
+  // and the previous operation waited for all of its copies.
+  size_t in_bytes = 0, out_bytes = 0;
+  for (const Chunk& c : chunks) {
+    in_bytes = std::max(in_bytes, c.in_bytes);
+    out_bytes = std::max(out_bytes, c.out_bytes);
+  }
+  for (int slot = 0; slot < std::min<int>(2, static_cast<int>(chunks.size())); ++slot)
+    RETORT_RETURN_IF_ERROR(EnsureSlot(slot, in_bytes, out_bytes));
+
+  auto issue_to_host = [&](size_t k) -> StatusOr<DeviceCopier::Mark> {
+    char* in = slots_[k % 2].in.get();
+    for (const Piece& p : chunks[k].to_host)
+      RETORT_RETURN_IF_ERROR(copier_->CopyToHost(in + p.staging_offset, p.device, p.bytes));
+    return copier_->MarkIssued();
+  };
+  auto run = [&]() -> Status {
+    RETORT_RETURN_IF_ERROR(copier_->OrderAfterCaller());
+    std::vector<DeviceCopier::Mark> staged_in(chunks.size());
+    RETORT_ASSIGN_OR_RETURN(staged_in[0], issue_to_host(0));
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      // Chunk k's input is in staging; in-order copies mean the copies back of chunk k-2, which
+      // read this slot (and are issued before chunk k's copies in), are done too.
+      RETORT_RETURN_IF_ERROR(copier_->Wait(staged_in[k], work.deadline(), aborted));
+      if (k + 1 < chunks.size()) {
+        RETORT_ASSIGN_OR_RETURN(staged_in[k + 1], issue_to_host(k + 1));
+      }
+      Slot& slot = slots_[k % 2];
+      Chunk& c = chunks[k];
+      RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+        return c.run(slot.in.get(), slot.out.get(), o);
+      }));
+      char* result = c.in_place ? slot.in.get() : slot.out.get();
+      for (const Piece& p : c.to_device)
+        RETORT_RETURN_IF_ERROR(
+            copier_->CopyToDevice(p.device, result + p.staging_offset, p.bytes));
+    }
+    RETORT_ASSIGN_OR_RETURN(DeviceCopier::Mark done, copier_->MarkIssued());
+    return copier_->Wait(done, work.deadline(), aborted);
+  };
+  Status status = run();
+  if (!status.ok()) {
+    // Copies already issued may still touch the caller's buffers and the staging memory: they
+    // must finish before the Work completes.
+    auto mark = copier_->MarkIssued();
+    if (mark.ok()) {
+      Status drained = copier_->Wait(*mark, Deadline::AfterMs(kDrainMs), {});
+      if (!drained.ok() && drained.message() != status.message())
+        status = status.WithContext("staged (copies did not drain: " + drained.ToString() + ")");
+    }
+  }
+  return status;
+}
+
+WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                             const std::vector<size_t>& counts, ReduceOp op,
+                                             const CollectiveOptions& options) {
+  if (Status s = SameKind(input.memory, output.memory, "reduce_scatter"); !s.ok())
+    return CompletedWork("reduce_scatter", s);
+  if (input.memory != copier_->device_kind()) {
+    return Submit("reduce_scatter", options, [=, this](Work& work) {
+      return Await(work, [&](const CollectiveOptions& o) {
+        return inner_->ReduceScatterV(input, output, counts, op, o);
+      });
+    });
+  }
+  return Submit("reduce_scatter (staged)", options, [=, this](Work& work) {
+    const size_t elem = DataTypeSize(input.dtype);
+    const size_t parts = ChunkCount(input.bytes());
+    const std::vector<size_t> offsets = Offsets(counts);
+    const int me = rank();
+    const MemoryKind staging = copier_->staging_kind();
+    std::vector<Chunk> chunks(parts);
+    for (size_t k = 0; k < parts; ++k) {
+      Chunk& c = chunks[k];
+      std::vector<size_t> part_counts(counts.size());
+      size_t packed = 0;
+      for (size_t r = 0; r < counts.size(); ++r) {
+        part_counts[r] = SliceSize(counts[r], k, parts);
+        if (part_counts[r] == 0) continue;
+        const char* src = static_cast<const char*>(input.data) +
+                          (offsets[r] + SliceBegin(counts[r], k, parts)) * elem;
+        c.to_host.push_back({const_cast<char*>(src), packed * elem, part_counts[r] * elem});
+        packed += part_counts[r];
+      }
+      const size_t mine = part_counts[me];
+      c.in_bytes = packed * elem;
+      c.out_bytes = mine * elem;
+      if (mine > 0) {
+        c.to_device.push_back({static_cast<char*>(output.data) +
+                                   SliceBegin(counts[me], k, parts) * elem,
+                               0, mine * elem});
+      }
+      c.run = [this, packed, mine, part_counts, op, dtype = input.dtype, staging](
+                  char* in, char* out, const CollectiveOptions& o) {
+        return inner_->ReduceScatterV({in, packed, dtype, staging}, {out, mine, dtype, staging},
+                                      part_counts, op, o);
+      };
+    }
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                                         const std::vector<size_t>& counts,
+                                         const CollectiveOptions& options) {
+  if (Status s = SameKind(input.memory, output.memory, "all_gather"); !s.ok())
+    return CompletedWork("all_gather", s);
+  if (input.memory != copier_->device_kind()) {
+    return Submit("all_gather", options, [=, this](Work& work) {
+      return Await(work, [&](const CollectiveOptions& o) {
+        return inner_->AllGatherV(input, output, counts, o);
+      });
+    });
+  }
+  return Submit("all_gather (staged)", options, [=, this](Work& work) {
+    const size_t elem = DataTypeSize(output.dtype);
+    const size_t parts = ChunkCount(output.bytes());
+    const std::vector<size_t> offsets = Offsets(counts);
+    const int me = rank();
+    const MemoryKind staging = copier_->staging_kind();
+    std::vector<Chunk> chunks(parts);
+    for (size_t k = 0; k < parts; ++k) {
+      Chunk& c = chunks[k];
+      std::vector<size_t> part_counts(counts.size());
+      size_t packed = 0;
+      for (size_t r = 0; r < counts.size(); ++r) {
+        part_counts[r] = SliceSize(counts[r], k, parts);
+        if (part_counts[r] == 0) continue;
+        c.to_device.push_back({static_cast<char*>(output.data) +
+                                   (offsets[r] + SliceBegin(counts[r], k, parts)) * elem,
+                               packed * elem, part_counts[r] * elem});
+        packed += part_counts[r];
+      }
+      const size_t mine = part_counts[me];
+      if (mine > 0) {
+        const char* src =
+            static_cast<const char*>(input.data) + SliceBegin(counts[me], k, parts) * elem;
+        c.to_host.push_back({const_cast<char*>(src), 0, mine * elem});
+      }
+      c.in_bytes = mine * elem;
+      c.out_bytes = packed * elem;
+      c.run = [this, packed, mine, part_counts, dtype = output.dtype, staging](
+                  char* in, char* out, const CollectiveOptions& o) {
+        return inner_->AllGatherV({in, mine, dtype, staging}, {out, packed, dtype, staging},
+                                  part_counts, o);
+      };
+    }
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
+                                        const CollectiveOptions& options) {
+  if (data.memory != copier_->device_kind()) {
+    return Submit("all_reduce", options, [=, this](Work& work) {
+      return Await(work,
+                   [&](const CollectiveOptions& o) { return inner_->AllReduce(data, op, o); });
+    });
+  }
+  return Submit("all_reduce (staged)", options, [=, this](Work& work) {
+    const size_t elem = DataTypeSize(data.dtype);
+    const size_t parts = ChunkCount(data.bytes());
+    const MemoryKind staging = copier_->staging_kind();
+    std::vector<Chunk> chunks(parts);
+    for (size_t k = 0; k < parts; ++k) {
+      Chunk& c = chunks[k];
+      const size_t n = SliceSize(data.count, k, parts);
+      char* device = static_cast<char*>(data.data) + SliceBegin(data.count, k, parts) * elem;
+      c.in_bytes = n * elem;
+      c.in_place = true;
+      if (n > 0) {
+        c.to_host.push_back({device, 0, n * elem});
+        c.to_device.push_back({device, 0, n * elem});
+      }
+      c.run = [this, n, op, dtype = data.dtype, staging](char* in, char*,
+                                                         const CollectiveOptions& o) {
+        return inner_->AllReduce({in, n, dtype, staging}, op, o);
+      };
+    }
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoBroadcast(MutableBuffer data, int root,
+                                        const CollectiveOptions& options) {
+  if (data.memory != copier_->device_kind()) {
+    return Submit("broadcast", options, [=, this](Work& work) {
+      return Await(work,
+                   [&](const CollectiveOptions& o) { return inner_->Broadcast(data, root, o); });
+    });
+  }
+  return Submit("broadcast (staged)", options, [=, this](Work& work) {
+    const size_t elem = DataTypeSize(data.dtype);
+    const size_t parts = ChunkCount(data.bytes());
+    const MemoryKind staging = copier_->staging_kind();
+    std::vector<Chunk> chunks(parts);
+    for (size_t k = 0; k < parts; ++k) {
+      Chunk& c = chunks[k];
+      const size_t n = SliceSize(data.count, k, parts);
+      char* device = static_cast<char*>(data.data) + SliceBegin(data.count, k, parts) * elem;
+      c.in_bytes = n * elem;
+      c.in_place = true;
+      if (n > 0) (rank() == root ? c.to_host : c.to_device).push_back({device, 0, n * elem});
+      c.run = [this, n, root, dtype = data.dtype, staging](char* in, char*,
+                                                           const CollectiveOptions& o) {
+        return inner_->Broadcast({in, n, dtype, staging}, root, o);
+      };
+    }
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoBarrier(const CollectiveOptions& options) {
+  return Submit("barrier", options, [=, this](Work& work) {
+    return Await(work, [&](const CollectiveOptions& o) { return inner_->Barrier(o); });
+  });
+}
+
+WorkPtr StagedCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
+                                   const CollectiveOptions& options) {
+  if (data.memory != copier_->device_kind()) {
+    return Submit("send", options, [=, this](Work& work) {
+      return Await(work,
+                   [&](const CollectiveOptions& o) { return inner_->Send(data, peer, tag, o); });
+    });
+  }
+  return Submit("send (staged)", options, [=, this](Work& work) {
+    std::vector<Chunk> chunks(1);
+    Chunk& c = chunks[0];
+    c.in_bytes = data.bytes();
+    c.in_place = true;
+    if (data.count > 0) c.to_host.push_back({const_cast<char*>(
+                                                 static_cast<const char*>(data.data)),
+                                             0, data.bytes()});
+    c.run = [this, data, peer, tag, staging = copier_->staging_kind()](
+                char* in, char*, const CollectiveOptions& o) {
+      return inner_->Send({in, data.count, data.dtype, staging}, peer, tag, o);
+    };
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                                   const CollectiveOptions& options) {
+  if (data.memory != copier_->device_kind()) {
+    return Submit("recv", options, [=, this](Work& work) {
+      return Await(work,
+                   [&](const CollectiveOptions& o) { return inner_->Recv(data, peer, tag, o); });
+    });
+  }
+  return Submit("recv (staged)", options, [=, this](Work& work) {
+    std::vector<Chunk> chunks(1);
+    Chunk& c = chunks[0];
+    c.in_bytes = data.bytes();
+    c.in_place = true;
+    if (data.count > 0) c.to_device.push_back({static_cast<char*>(data.data), 0, data.bytes()});
+    c.run = [this, data, peer, tag, staging = copier_->staging_kind()](
+                char* in, char*, const CollectiveOptions& o) {
+      return inner_->Recv({in, data.count, data.dtype, staging}, peer, tag, o);
+    };
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                                        MutableBuffer output,
+                                        const std::vector<size_t>& recv_counts,
+                                        const CollectiveOptions& options) {
+  if (Status s = SameKind(input.memory, output.memory, "all_to_all_v"); !s.ok())
+    return CompletedWork("all_to_all_v", s);
+  if (input.memory != copier_->device_kind()) {
+    return Submit("all_to_all_v", options, [=, this](Work& work) {
+      return Await(work, [&](const CollectiveOptions& o) {
+        return inner_->AllToAllV(input, send_counts, output, recv_counts, o);
+      });
+    });
+  }
+  return Submit("all_to_all_v (staged)", options, [=, this](Work& work) {
+    std::vector<Chunk> chunks(1);
+    Chunk& c = chunks[0];
+    c.in_bytes = input.bytes();
+    c.out_bytes = output.bytes();
+    if (input.count > 0) c.to_host.push_back({const_cast<char*>(
+                                                  static_cast<const char*>(input.data)),
+                                              0, input.bytes()});
+    if (output.count > 0)
+      c.to_device.push_back({static_cast<char*>(output.data), 0, output.bytes()});
+    c.run = [this, input, output, send_counts, recv_counts, staging = copier_->staging_kind()](
+                char* in, char* out, const CollectiveOptions& o) {
+      return inner_->AllToAllV({in, input.count, input.dtype, staging}, send_counts,
+                               {out, output.count, output.dtype, staging}, recv_counts, o);
+    };
+    return RunChunks(work, chunks);
+  });
+}
+
+}  // namespace retort::collectives

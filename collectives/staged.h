@@ -1,0 +1,117 @@
+// StagedCommunicator: device buffers over a host-memory communicator (UCX between nodes when
+// its build cannot move device memory). Each collective on device buffers is cut into chunks
+// of about `chunk_bytes`; chunk k+1 is copied device-to-host while chunk k is on the wire and
+// chunk k-1 is copied back, through two pairs of staging buffers (pinned for CUDA):
+//
+//   copier: D2H(0) | D2H(1)          | H2D(0) D2H(2) | H2D(1) ...
+//   inner:         | collective(0)   | collective(1) | ...
+//
+// Chunks of a reduce-scatter or all-gather are the k-th slices of every rank's segment, so
+// each chunk is itself a (smaller) reduce-scatter/all-gather of the inner communicator;
+// all-reduce and broadcast chunk the flat buffer. Send, Recv and all-to-all are staged whole.
+// Host buffers go straight to the inner communicator. An operation's input and output must be
+// of the same kind.
+//
+// Ordering: the first copy of an operation is ordered after the device work the caller
+// enqueued before issuing it (DeviceCopier::OrderAfterCaller); the Work completes once the
+// last chunk is back in device memory. Deadlines and aborts reach the copies (polled) and the
+// inner operations (their remaining time; aborted with this one).
+// Threading: operations run on this communicator's executor thread, the only user of the inner
+// communicator and of the copier once created (both owned).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/device_copier.h"
+#include "collectives/executor.h"
+
+namespace retort::collectives {
+
+struct StagedCommunicatorOptions {
+  // Pipelining granularity: an operation moves through staging in chunks of about this size.
+  size_t chunk_bytes = size_t{4} << 20;
+};
+
+class StagedCommunicator final : public Communicator {
+ public:
+  // `inner` must take the copier's staging memory.
+  static StatusOr<std::unique_ptr<StagedCommunicator>> Create(
+      std::unique_ptr<Communicator> inner, std::unique_ptr<DeviceCopier> copier,
+      const StagedCommunicatorOptions& options = {});
+  ~StagedCommunicator() override;
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  uint64_t generation() const override { return inner_->generation(); }
+  std::chrono::milliseconds default_timeout() const override { return inner_->default_timeout(); }
+  std::string name() const override { return "staged(" + inner_->name() + ")"; }
+  bool AcceptsMemory(MemoryKind kind) const override {
+    return kind == copier_->device_kind() || inner_->AcceptsMemory(kind);
+  }
+  void Abort(const std::string& reason) override;
+  std::vector<int> FailedPeers() const override { return inner_->FailedPeers(); }
+
+ protected:
+  WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                           const std::vector<size_t>& counts, ReduceOp op,
+                           const CollectiveOptions& options) override;
+  WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
+                       const CollectiveOptions& options) override;
+  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) override;
+  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) override;
+  WorkPtr DoBarrier(const CollectiveOptions& options) override;
+  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
+                 const CollectiveOptions& options) override;
+  WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
+                      MutableBuffer output, const std::vector<size_t>& recv_counts,
+                      const CollectiveOptions& options) override;
+
+ private:
+  // One chunk's copies and inner operation. `to_host`/`to_device`: (device, staging offset,
+  // bytes) pieces; `run` issues the inner operation on staging `in`/`out`.
+  struct Piece {
+    char* device = nullptr;
+    size_t staging_offset = 0;
+    size_t bytes = 0;
+  };
+  struct Chunk {
+    std::vector<Piece> to_host;    // gathered into staging `in`
+    std::vector<Piece> to_device;  // scattered from staging `out`
+    size_t in_bytes = 0;
+    size_t out_bytes = 0;
+    // The inner operation works in place in `in`; the copies back read `in` (no `out`).
+    bool in_place = false;
+    std::function<WorkPtr(char* in, char* out, const CollectiveOptions&)> run;
+  };
+  // The staging buffers of slot `slot` (0 or 1), grown to hold `in`/`out` bytes.
+  Status EnsureSlot(int slot, size_t in_bytes, size_t out_bytes);
+  // Runs `chunks` through staging, pipelined as described above.
+  Status RunChunks(Work& work, std::vector<Chunk>& chunks);
+  Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
+  WorkPtr Submit(std::string description, const CollectiveOptions& options,
+                 std::function<Status(Work&)> step);
+  // How many chunks `bytes` take.
+  size_t ChunkCount(size_t bytes) const;
+  Status SameKind(MemoryKind a, MemoryKind b, const char* op) const;
+
+  StagedCommunicator(std::unique_ptr<Communicator> inner, std::unique_ptr<DeviceCopier> copier,
+                     const StagedCommunicatorOptions& options);
+
+  std::unique_ptr<Communicator> inner_;
+  std::unique_ptr<DeviceCopier> copier_;
+  const StagedCommunicatorOptions options_;
+  struct Slot {
+    std::shared_ptr<char> in, out;
+    size_t in_bytes = 0, out_bytes = 0;
+  };
+  Slot slots_[2];                      // executor thread only
+  std::unique_ptr<OpExecutor> executor_;  // last: its thread stops first
+};
+
+}  // namespace retort::collectives
