@@ -1,7 +1,8 @@
 // DeviceCopier: the copies between device memory and host staging memory that the staging
-// adapter (staged.h) schedules. An interface, so that the staging schedule is device-agnostic
-// and covered by CPU tests (tests/collectives/staged_test.cc copies between host buffers on a
-// thread of its own); cuda/cuda_copier.h is the CUDA implementation (one copy stream).
+// adapter (staged.h) schedules; DeviceScratch (below): device memory for compositions. An
+// interface, so that the staging schedule is device-agnostic and covered by CPU tests
+// (tests/collectives/staged_test.cc copies between host buffers on a thread of its own);
+// cuda/cuda_copier.h is the CUDA implementation (one copy stream).
 //
 // Contract: copies are asynchronous and finish in the order they were issued (one in-order
 // queue, like one CUDA stream). Mark() names the point after every copy issued so far;
@@ -41,6 +42,20 @@ class DeviceCopier {
   // DEADLINE_EXCEEDED at `deadline` or ABORTED once `cancelled` (may be empty) returns true; a
   // failed copy is an error naming it.
   virtual Status Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) = 0;
+};
+
+// Device memory for compositions that keep intermediate results on the device (the
+// hierarchical communicator's buffer between its levels and its packing), and copies within
+// it. Used from one thread at a time (the composition's executor).
+class DeviceScratch {
+ public:
+  virtual ~DeviceScratch() = default;
+  virtual MemoryKind kind() const = 0;
+  // `bytes` of device memory, released when the last owner drops it.
+  virtual StatusOr<std::shared_ptr<char>> Allocate(size_t bytes) = 0;
+  // Copies `bytes` within device memory, ordered after the device work enqueued so far and
+  // finished when it returns.
+  virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
 };
 
 }  // namespace retort::collectives

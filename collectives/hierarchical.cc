@@ -47,7 +47,8 @@ StatusOr<NodePosition> LocateRank(const NodeLayout& layout, int rank) {
 StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Create(
     const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
     std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
-    std::chrono::milliseconds default_timeout, ProgressMode progress) {
+    std::chrono::milliseconds default_timeout, ProgressMode progress,
+    std::unique_ptr<DeviceScratch> device_scratch) {
   RETORT_ASSIGN_OR_RETURN(NodePosition pos, LocateRank(layout, rank));
   if (!intra || !inter || !global) {
     return InvalidArgumentError("hierarchical: intra, inter and global communicators required");
@@ -95,6 +96,7 @@ StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Cr
   h->intra_ = std::move(intra);
   h->inter_ = std::move(inter);
   h->global_ = std::move(global);
+  h->device_scratch_ = std::move(device_scratch);
   h->executor_ = std::make_unique<OpExecutor>(
       "hierarchical rank " + std::to_string(rank) + " gen " + std::to_string(generation), nullptr,
       progress);
@@ -126,10 +128,19 @@ Status HierarchicalCommunicator::Await(
   }
 }
 
-char* HierarchicalCommunicator::Scratch(int which, size_t bytes) {
-  std::vector<char>& buffer = scratch_[which];
-  if (buffer.size() < std::max<size_t>(bytes, 1)) buffer.resize(std::max<size_t>(bytes, 1));
-  return buffer.data();
+StatusOr<char*> HierarchicalCommunicator::Scratch(int which, size_t bytes, MemoryKind memory) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (IsHostMemory(memory)) {
+    std::vector<char>& buffer = scratch_[which];
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
+  }
+  if (device_bytes_[which] < bytes) {
+    device_buffers_[which].reset();
+    RETORT_ASSIGN_OR_RETURN(device_buffers_[which], device_scratch_->Allocate(bytes));
+    device_bytes_[which] = bytes;
+  }
+  return device_buffers_[which].get();
 }
 
 bool HierarchicalCommunicator::PackIsIdentity(const std::vector<size_t>& counts) const {
@@ -144,8 +155,8 @@ bool HierarchicalCommunicator::PackIsIdentity(const std::vector<size_t>& counts)
   return std::is_sorted(order.begin(), order.end());
 }
 
-void HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vector<size_t>& counts,
-                                    size_t elem, bool unpack) const {
+Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vector<size_t>& counts,
+                                      size_t elem, bool unpack, MemoryKind memory) const {
   const std::vector<size_t> offsets = Offsets(counts);
   size_t packed = 0;
   for (int l = 0; l < local_size_; ++l) {
@@ -153,14 +164,17 @@ void HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vecto
       const int r = rank_at_[n][l];
       const size_t bytes = counts[r] * elem;
       if (bytes == 0) continue;
-      if (unpack) {
-        std::memcpy(dst + offsets[r] * elem, src + packed, bytes);
+      char* to = unpack ? dst + offsets[r] * elem : dst + packed;
+      const char* from = unpack ? src + packed : src + offsets[r] * elem;
+      if (IsHostMemory(memory)) {
+        std::memcpy(to, from, bytes);
       } else {
-        std::memcpy(dst + packed, src + offsets[r] * elem, bytes);
+        RETORT_RETURN_IF_ERROR(device_scratch_->Copy(to, from, bytes));
       }
       packed += bytes;
     }
   }
+  return Status::Ok();
 }
 
 HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
@@ -183,12 +197,14 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
     const std::vector<size_t>& inter_counts = split.inter;
     ConstBuffer intra_in = input;
     if (!PackIsIdentity(counts)) {
-      char* packed = Scratch(0, input.bytes());
-      Pack(static_cast<const char*>(input.data), packed, counts, elem, false);
+      RETORT_ASSIGN_OR_RETURN(char* packed, Scratch(0, input.bytes(), input.memory));
+      RETORT_RETURN_IF_ERROR(
+          Pack(static_cast<const char*>(input.data), packed, counts, elem, false, input.memory));
       intra_in.data = packed;
     }
-    MutableBuffer intra_out{Scratch(1, intra_counts[local_index_] * elem),
-                            intra_counts[local_index_], input.dtype};
+    RETORT_ASSIGN_OR_RETURN(char* between,
+                            Scratch(1, intra_counts[local_index_] * elem, input.memory));
+    MutableBuffer intra_out{between, intra_counts[local_index_], input.dtype, input.memory};
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return intra_->ReduceScatterV(intra_in, intra_out, intra_counts, op, o);
     }));
@@ -206,8 +222,9 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
     const LevelCounts split = SplitCounts(counts);
     const std::vector<size_t>& intra_counts = split.intra;
     const std::vector<size_t>& inter_counts = split.inter;
-    MutableBuffer inter_out{Scratch(1, intra_counts[local_index_] * elem),
-                            intra_counts[local_index_], input.dtype};
+    RETORT_ASSIGN_OR_RETURN(char* between,
+                            Scratch(1, intra_counts[local_index_] * elem, input.memory));
+    MutableBuffer inter_out{between, intra_counts[local_index_], input.dtype, input.memory};
     // The input may live inside `output` (in place); the inter all-gather reads it before
     // anything is written to `output`, so it can be used directly.
     ConstBuffer inter_in = input;
@@ -215,14 +232,17 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
       return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
     }));
     const bool identity = PackIsIdentity(counts);
-    char* packed = identity ? nullptr : Scratch(0, output.bytes());
+    char* packed = nullptr;
+    if (!identity) {
+      RETORT_ASSIGN_OR_RETURN(packed, Scratch(0, output.bytes(), output.memory));
+    }
     MutableBuffer intra_out = output;
     if (!identity) intra_out.data = packed;
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return intra_->AllGatherV(inter_out.AsConst(), intra_out, intra_counts, o);
     }));
-    if (!identity) Pack(packed, static_cast<char*>(output.data), counts, elem, true);
-    return Status::Ok();
+    if (identity) return Status::Ok();
+    return Pack(packed, static_cast<char*>(output.data), counts, elem, true, output.memory);
   });
 }
 
@@ -233,7 +253,7 @@ WorkPtr HierarchicalCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
     const std::vector<size_t> counts = EvenCounts(data.count, local_size_);
     const size_t offset = Offsets(counts)[local_index_];
     MutableBuffer mine{static_cast<char*>(data.data) + offset * elem, counts[local_index_],
-                       data.dtype};
+                       data.dtype, data.memory};
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
       return intra_->ReduceScatterV(data.AsConst(), mine, counts, op, o);
     }));
@@ -290,7 +310,8 @@ WorkPtr HierarchicalCommunicator::DoAllToAllV(ConstBuffer input,
 }
 
 bool HierarchicalCommunicator::AcceptsMemory(MemoryKind kind) const {
-  return IsHostMemory(kind) && intra_->AcceptsMemory(kind) && inter_->AcceptsMemory(kind) &&
+  const bool scratch = IsHostMemory(kind) || (device_scratch_ && device_scratch_->kind() == kind);
+  return scratch && intra_->AcceptsMemory(kind) && inter_->AcceptsMemory(kind) &&
          global_->AcceptsMemory(kind);
 }
 

@@ -6,8 +6,11 @@
 //  - all-reduce: intra reduce-scatter, inter all-reduce of this rank's part, intra all-gather;
 //  - broadcast: inter broadcast among the root's local index, then intra broadcast;
 //  - point-to-point and all-to-all-v go through `global`, a flat communicator over all ranks.
-// With ranks numbered node-major (all of node 0, then node 1, ...) no packing copy is needed
-// for equal counts; other layouts pack through a scratch buffer.
+// The intra level works on segments grouped by local index (local index major, node minor):
+// with ranks numbered that way (rank = local index x nodes + node) no packing copy is needed;
+// other layouts, node-major numbering (all of node 0, then node 1, ...) included, pack
+// through a scratch buffer (one copy of the input before a reduce-scatter, of the output after
+// an all-gather).
 //
 // Threading: composite operations run on this communicator's executor thread, which is the
 // only caller of the three sub-communicators once created (they are owned).
@@ -18,6 +21,7 @@
 
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
+#include "collectives/device_copier.h"
 #include "collectives/executor.h"
 
 namespace retort::collectives {
@@ -31,11 +35,14 @@ struct NodeLayout {
 class HierarchicalCommunicator final : public Communicator {
  public:
   // `intra` must be ranked by local index, `inter` by node id; `global` by global rank.
+  // With `device_scratch`, operations also take buffers of its memory kind (when all three
+  // levels do): packing and the buffer between the levels then live in that memory.
   static StatusOr<std::unique_ptr<HierarchicalCommunicator>> Create(
       const NodeLayout& layout, int rank, uint64_t generation, std::unique_ptr<Communicator> intra,
       std::unique_ptr<Communicator> inter, std::unique_ptr<Communicator> global,
       std::chrono::milliseconds default_timeout,
-      ProgressMode progress = ProgressMode::kBackgroundThread);
+      ProgressMode progress = ProgressMode::kBackgroundThread,
+      std::unique_ptr<DeviceScratch> device_scratch = nullptr);
   ~HierarchicalCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -43,8 +50,7 @@ class HierarchicalCommunicator final : public Communicator {
   uint64_t generation() const override { return generation_; }
   std::chrono::milliseconds default_timeout() const override { return default_timeout_; }
   std::string name() const override;
-  // What all three levels take, host memory only: packing and the buffer between the levels
-  // are host scratch.
+  // What all three levels take: host memory, and the device scratch's kind when there is one.
   bool AcceptsMemory(MemoryKind kind) const override;
 
   void Abort(const std::string& reason) override;
@@ -76,8 +82,9 @@ class HierarchicalCommunicator final : public Communicator {
   // composite work is aborted.
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
   // Global rank order -> (local index major, node minor) packed order, for segments `counts`.
-  void Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
-            bool unpack) const;
+  // Copies segment by segment (memcpy, or DeviceScratch::Copy for device memory).
+  Status Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
+              bool unpack, MemoryKind memory) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
   // How global per-rank `counts` split over the two levels: intra[l] is the sum of the
   // counts of local index l over all nodes (what intra rank l holds between the levels),
@@ -87,9 +94,10 @@ class HierarchicalCommunicator final : public Communicator {
     std::vector<size_t> inter;
   };
   LevelCounts SplitCounts(const std::vector<size_t>& counts) const;
-  // Grow-only scratch buffers (0: packed layout, 1: the intra/inter intermediate), used on
-  // the executor thread only, so steady-state operations do not allocate.
-  char* Scratch(int which, size_t bytes);
+  // Grow-only scratch buffers (0: packed layout, 1: the intra/inter intermediate) in host or
+  // device memory, used on the executor thread only, so steady-state operations do not
+  // allocate.
+  StatusOr<char*> Scratch(int which, size_t bytes, MemoryKind memory);
 
   NodeLayout layout_;
   int rank_ = 0;
@@ -98,9 +106,12 @@ class HierarchicalCommunicator final : public Communicator {
   int local_size_ = 0;
   int node_ = 0;
   int local_index_ = 0;
-  std::vector<std::vector<int>> rank_at_;  // [node][local index] -> global rank
-  std::vector<int> local_index_of_;        // [global rank]
-  std::vector<char> scratch_[2];           // executor thread
+  std::vector<std::vector<int>> rank_at_;          // [node][local index] -> global rank
+  std::vector<int> local_index_of_;                // [global rank]
+  std::vector<char> scratch_[2];                   // executor thread
+  std::unique_ptr<DeviceScratch> device_scratch_;  // may be null
+  std::shared_ptr<char> device_buffers_[2];        // executor thread
+  size_t device_bytes_[2] = {0, 0};
   std::chrono::milliseconds default_timeout_{30000};
   std::unique_ptr<Communicator> intra_;
   std::unique_ptr<Communicator> inter_;

@@ -213,6 +213,7 @@ int RunJob(const RunOptions& o, const v1::JobSpec& job_in, std::atomic<int>& int
     if (!o.train) argv.push_back("--no-train");
     for (const auto& f : tls_flags("worker")) argv.push_back(f);
     if (o.threads > 0) argv.push_back("--threads=" + std::to_string(o.threads));
+    if (o.gpus_per_node > 0) argv.push_back("--device=cuda:" + std::to_string(local));
     argv.insert(argv.end(), o.worker_args.begin(), o.worker_args.end());
     Slot& s = slots[static_cast<size_t>(i)];
     s.process = group.Spawn("worker " + std::to_string(i), argv);

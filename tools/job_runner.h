@@ -37,6 +37,8 @@ namespace retort::tools {
 struct RunOptions {
   std::string bin_dir, log_level = "info";
   int workers = 2, workers_per_node = 0, threads = 0;
+  // > 0: nodes of this many workers, each worker on the GPU of its local rank (--device=cuda:L).
+  int gpus_per_node = 0;
   int64_t timeout_s = 0;
   bool stop_when_formed = false, train = true;
   RestartPolicy restarts;

@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
   args.AddInt("workers", &o.workers, "number of worker processes");
   args.AddInt("workers-per-node", &o.workers_per_node,
               "simulate nodes of this many workers (0 = all on one node)");
+  args.AddInt("gpus-per-node", &o.gpus_per_node,
+              "one worker per GPU: nodes of this many workers, worker L of a node on cuda:L "
+              "(sets --workers-per-node; NCCL inside a node, UCX between nodes)");
   args.AddInt("threads", &o.threads,
               "compute threads per worker (0 = the job's threads_per_worker)");
   args.AddString("output-dir", &o.output_flag,
@@ -231,8 +234,17 @@ int main(int argc, char** argv) {
                      "pass this flag to every worker (repeatable), e.g. "
                      "--worker-arg=--comm-timeout-ms=20000");
   if (auto code = args.ParseOrExitCode(argc, argv, "retort-run")) return *code;
-  if (o.workers < 1 || o.workers > 256 || o.workers_per_node < 0 || o.threads < 0 ||
-      o.timeout_s < 0 || max_restarts < 0 || max_restarts > 1000 || o.exit_grace_s < 0) {
+  if (o.gpus_per_node > 0) {
+    if (o.workers_per_node > 0 && o.workers_per_node != o.gpus_per_node) {
+      std::fprintf(stderr, "retort-run: --gpus-per-node=%d and --workers-per-node=%d disagree\n",
+                   o.gpus_per_node, o.workers_per_node);
+      return 2;
+    }
+    o.workers_per_node = o.gpus_per_node;
+  }
+  if (o.workers < 1 || o.workers > 256 || o.workers_per_node < 0 || o.gpus_per_node < 0 ||
+      o.threads < 0 || o.timeout_s < 0 || max_restarts < 0 || max_restarts > 1000 ||
+      o.exit_grace_s < 0) {
     std::fprintf(stderr,
                  "retort-run: --workers must be in [1, 256], --max-restarts in [0, 1000]; other "
                  "counts must be >= 0\n");

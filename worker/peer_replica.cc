@@ -4,17 +4,20 @@
 #include <string>
 #include <utility>
 
+#include "trainer/host_staging.h"
+
 namespace retort::worker {
 namespace {
 
 constexpr uint32_t kReplicaTag = 0x7e91;
 
-// Copies src into *dst, reusing *dst's storage when it already has the right size.
+// Copies src into *dst in host memory (pinned when src lives on a device), reusing *dst's
+// storage when it already has the right size: snapshots never hold device memory, and every
+// buffer handed to the communicator below is host memory.
 void CopyInto(torch::Tensor* dst, const torch::Tensor& src) {
-  if (dst->defined() && dst->numel() == src.numel())
-    dst->copy_(src);
-  else
-    *dst = src.clone();
+  if (!dst->defined() || dst->numel() != src.numel() || !dst->is_cpu())
+    *dst = trainer::HostStagingBuffer(src.numel(), src);
+  dst->copy_(src.reshape({-1}));
 }
 
 collectives::MutableBuffer Floats(torch::Tensor& t) {

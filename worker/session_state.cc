@@ -200,7 +200,7 @@ Status TrainingSession::SaveState() {
   torch::Tensor m = torch::empty({n}), v = torch::empty({n});
   for (auto [local, full] :
        {std::pair{kd_step_->optimizer().exp_avg(), &m}, {kd_step_->optimizer().exp_avg_sq(), &v}}) {
-    torch::Tensor contiguous = local.contiguous();
+    torch::Tensor contiguous = local.to(torch::kCPU).contiguous();  // host buffers below
     RETORT_RETURN_IF_ERROR(Await(comm_->AllGatherV(
         {contiguous.data_ptr<float>(), static_cast<size_t>(range.count),
          collectives::DataType::kFloat32},

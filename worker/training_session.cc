@@ -7,8 +7,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "collectives/ucx/ucx_communicator.h"
-#include "collectives/ucx/ucx_hierarchical.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "trainer/cpu_runtime.h"
@@ -22,6 +20,7 @@
 #include "trainer/safetensors.h"
 #include "trainer/sharded_adamw.h"
 #include "worker/coordinator_bootstrap_store.h"
+#include "worker/data_plane.h"
 #include "worker/job_result.h"
 #include "worker/job_setup.h"
 
@@ -39,19 +38,6 @@ enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
 
 // Layout of nodes for the hierarchical communicator: usable when every node holds the same
 // number (> 1) of ranks and there is more than one node.
-std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& g) {
-  if (g.nodes_size() < 2) return std::nullopt;
-  const int per_node = g.nodes(0).ranks_size();
-  if (per_node < 2) return std::nullopt;
-  collectives::NodeLayout layout;
-  layout.node_of_rank.assign(g.members_size(), 0);
-  for (int n = 0; n < g.nodes_size(); ++n) {
-    if (g.nodes(n).ranks_size() != per_node) return std::nullopt;
-    for (int r : g.nodes(n).ranks()) layout.node_of_rank[r] = n;
-  }
-  return layout;
-}
-
 // Each rank's index in g.nodes (ranks node-major; a rank no group names counts as its own node).
 std::vector<int> NodeOfRank(const v1::Generation& g) {
   std::vector<int> node_of_rank(g.members_size());
@@ -250,21 +236,17 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   comm_.reset();
 
   CoordinatorBootstrapStore store(client_, a.member_id, g.number());
-  collectives::ucx::UcxCommunicatorOptions uo;
-  uo.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
-  uo.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
-  uo.cancelled = [this, number = g.number()] { return Superseded(number); };
-  uo.ucx.net_devices = options_.data_plane_devices;
+  DataPlaneOptions dp;
+  dp.device = options_.device;
+  dp.ucx.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
+  dp.ucx.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
+  dp.ucx.cancelled = [this, number = g.number()] { return Superseded(number); };
+  dp.ucx.ucx.net_devices = options_.data_plane_devices;
   auto t0 = Clock::now();
-  if (auto layout = HierarchicalLayout(g)) {
-    RETORT_ASSIGN_OR_RETURN(comm_, collectives::ucx::CreateHierarchicalUcxCommunicator(
-                                       &store, a.rank, g.members_size(), g.number(), *layout, uo));
-  } else {
-    RETORT_ASSIGN_OR_RETURN(auto ucx, collectives::ucx::UcxCommunicator::Create(
-                                          &store, a.rank, g.members_size(), g.number(), uo));
-    comm_ = std::move(ucx);
-  }
-  shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get(), tracer_.get());
+  RETORT_ASSIGN_OR_RETURN(DataPlane plane, CreateDataPlane(&store, g, a.rank, dp));
+  comm_ = std::move(plane.comm);
+  shard_comm_ =
+      std::make_unique<CommunicatorShardComm>(comm_.get(), tracer_.get(), plane.trainer_memory);
   std::vector<std::string> processes;
   for (const auto& m : g.members()) processes.push_back(MemberProcessKey(m));
   mailbox_.SetRunning(g.number(), std::move(processes),
@@ -284,11 +266,6 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   trainer::ShardPlan plan;
   for (const auto& r : g.plan().ranges()) plan.ranges.push_back({r.offset(), r.count()});
   replica_distance_ = ReplicaDistance(NodeOfRank(g));
-  if (options_.device != "cpu" && g.members_size() > 1)
-    return FailedPreconditionError(
-        "training on " + options_.device + " with " + std::to_string(g.members_size()) +
-        " workers: multi-worker jobs on CUDA devices need the device-aware data plane, which "
-        "this build does not have yet; run one worker per job on a GPU, or --device cpu");
   RETORT_RETURN_IF_ERROR(AttachStep(std::move(plan)));
   RETORT_RETURN_IF_ERROR(RestoreState(a));
   RETORT_RETURN_IF_ERROR(loader_->Seek(position_, a.rank, g.members_size()));

@@ -1,5 +1,6 @@
 #include "collectives/nccl/cuda_copier.h"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -83,6 +84,21 @@ Status CudaCopier::Wait(Mark mark, Deadline deadline, const std::function<bool()
     spare_.push_back(std::move(r.event));
     recorded_.pop_front();
   }
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<char>> CudaScratch::Allocate(size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)),
+             "cuda scratch: allocating " + std::to_string(bytes) + " bytes");
+  return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFree(q); });
+}
+
+Status CudaScratch::Copy(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy),
+             "cuda scratch: copying " + std::to_string(bytes) + " bytes on the device");
+  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy), "cuda scratch: waiting for a device copy");
   return Status::Ok();
 }
 

@@ -47,4 +47,17 @@ class CudaCopier final : public DeviceCopier {
   std::vector<CudaEvent> spare_;   // events to record again
 };
 
+// DeviceScratch of one CUDA device: cudaMalloc'd memory; copies on the legacy default stream
+// (ordered after the caller's work there), synchronised before Copy returns.
+class CudaScratch final : public DeviceScratch {
+ public:
+  explicit CudaScratch(int device) : device_(device) {}
+  MemoryKind kind() const override { return MemoryKind::kCudaDevice; }
+  StatusOr<std::shared_ptr<char>> Allocate(size_t bytes) override;
+  Status Copy(void* dst, const void* src, size_t bytes) override;
+
+ private:
+  const int device_;
+};
+
 }  // namespace retort::collectives::nccl

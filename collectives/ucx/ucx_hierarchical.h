@@ -1,20 +1,38 @@
-// Factory of a hierarchical communicator whose levels are all UCX (CPU runs, tests, and
-// clusters without GPUs). GPU runs pass an NCCL intra-node communicator to
-// HierarchicalCommunicator::Create instead.
+// Factory of a hierarchical communicator over UCX: every level UCX (CPU runs, tests, clusters
+// without GPUs), or, for device buffers, NCCL inside a node and UCX staged through pinned host
+// memory between nodes (HierarchicalDeviceLevels).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
+#include "collectives/device_copier.h"
 #include "collectives/hierarchical.h"
+#include "collectives/staged.h"
 #include "collectives/ucx/ucx_communicator.h"
 
 namespace retort::collectives::ucx {
 
-// Creates, in this order, the intra-node, inter-node and global UCX communicators (store
-// keys "g<generation>/hier/intra<node>", ".../inter<local index>", ".../global"), then
-// composes them. Every rank of the world must call it.
+// What puts the hierarchy on device memory (GPU workers): the intra-node level from `intra`
+// (NCCL among the node's GPUs) instead of UCX, the inter-node and global levels UCX staged
+// through a copier each from `copier` (staged.h), and packing and the buffer between the
+// levels in device memory from `scratch`.
+struct HierarchicalDeviceLevels {
+  std::function<StatusOr<std::unique_ptr<Communicator>>(BootstrapStore* store, int rank, int size,
+                                                        uint64_t generation,
+                                                        const std::string& key_prefix)>
+      intra;
+  std::function<StatusOr<std::unique_ptr<DeviceCopier>>()> copier;
+  std::function<StatusOr<std::unique_ptr<DeviceScratch>>()> scratch;
+  StagedCommunicatorOptions staging;
+};
+
+// Creates, in this order, the intra-node, inter-node and global communicators (store keys
+// "g<generation>/hier/intra<node>", ".../inter<local index>", ".../global"), UCX unless
+// `device` says otherwise, then composes them. Every rank of the world must call it.
 StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
     BootstrapStore* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
-    const UcxCommunicatorOptions& options = {});
+    const UcxCommunicatorOptions& options = {}, const HierarchicalDeviceLevels* device = nullptr);
 
 }  // namespace retort::collectives::ucx

@@ -1,9 +1,14 @@
 // The hierarchical composition on CPU: 2 "nodes" x 2 local ranks (and other layouts), every
-// level over UCX on loopback, checked against the same references as the flat backends.
+// level over UCX on loopback, checked against the same references as the flat backends; and
+// the same hierarchy on "device" memory (host memory labelled CUDA device: fake_device.h),
+// with a device intra-node level and the UCX levels staged through copiers, as GPU workers
+// build it with NCCL and the CUDA copier.
 #include <gtest/gtest.h>
 
+#include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
 #include "tests/collectives/collective_checks.h"
+#include "tests/collectives/fake_device.h"
 
 namespace retort::collectives::testing {
 namespace {
@@ -40,17 +45,84 @@ void RunAllChecks(Communicator& comm) {
   CheckSendRecvRing(comm, 4097);
 }
 
-TEST(HierarchicalTest, TwoNodesOfTwoNodeMajor) {
+TEST(HierarchicalTest, TwoNodesOfTwoNodeMajorNeedsPacking) {
   RunThreadRanks(4, HierarchicalFactory({0, 0, 1, 1}), RunAllChecks);
 }
 
-TEST(HierarchicalTest, TwoNodesOfTwoInterleavedNeedsPacking) {
+TEST(HierarchicalTest, TwoNodesOfTwoInterleavedPacksNothing) {
   RunThreadRanks(4, HierarchicalFactory({0, 1, 0, 1}), RunAllChecks);
 }
 
 TEST(HierarchicalTest, DegenerateLayouts) {
   RunThreadRanks(3, HierarchicalFactory({0, 1, 2}), RunAllChecks);  // one rank per node
   RunThreadRanks(2, HierarchicalFactory({0, 0}), RunAllChecks);     // one node
+}
+
+// The device hierarchy: intra-node level a staged UCX communicator standing in for NCCL (it
+// takes device memory), inter-node and global levels staged, scratch in "device" memory.
+CommunicatorFactory DeviceHierarchicalFactory(std::vector<int> node_of_rank) {
+  return [node_of_rank](BootstrapStore* store, int rank, int size,
+                        uint64_t generation) -> StatusOr<std::unique_ptr<Communicator>> {
+    ucx::UcxCommunicatorOptions options;
+    options.default_timeout = std::chrono::milliseconds(20000);
+    options.bootstrap_timeout = std::chrono::milliseconds(20000);
+    ucx::HierarchicalDeviceLevels device;
+    device.staging.chunk_bytes = 4096;
+    device.copier = []() -> StatusOr<std::unique_ptr<DeviceCopier>> {
+      return std::unique_ptr<DeviceCopier>(std::make_unique<ThreadCopier>(ThreadCopier::Options{}));
+    };
+    device.scratch = []() -> StatusOr<std::unique_ptr<DeviceScratch>> {
+      return std::unique_ptr<DeviceScratch>(std::make_unique<HostScratch>());
+    };
+    device.intra = [&](BootstrapStore* s, int r, int n, uint64_t g,
+                       const std::string& prefix) -> StatusOr<std::unique_ptr<Communicator>> {
+      ucx::UcxCommunicatorOptions level = options;
+      level.key_prefix = prefix;
+      RETORT_ASSIGN_OR_RETURN(auto ucx, ucx::CreateUcxCommunicator(s, r, n, g, level));
+      RETORT_ASSIGN_OR_RETURN(auto copier, device.copier());
+      RETORT_ASSIGN_OR_RETURN(auto staged,
+                              StagedCommunicator::Create(std::move(ucx), std::move(copier)));
+      return std::unique_ptr<Communicator>(std::move(staged));
+    };
+    RETORT_ASSIGN_OR_RETURN(
+        auto comm, ucx::CreateHierarchicalUcxCommunicator(
+                       store, rank, size, generation, NodeLayout{node_of_rank}, options, &device));
+    if (!comm->AcceptsMemory(MemoryKind::kCudaDevice))
+      return InternalError("the device hierarchy does not take device memory");
+    return std::unique_ptr<Communicator>(std::make_unique<AsDeviceMemory>(std::move(comm)));
+  };
+}
+
+void RunDeviceChecks(Communicator& comm) {
+  const int n = comm.size();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    CheckReduceScatterV(comm, DataType::kFloat32, op, std::vector<size_t>(n, 3001));
+    CheckReduceScatterV(comm, DataType::kBFloat16, op, UnevenCounts(n, 1001), /*in_place=*/true);
+    CheckAllReduce(comm, DataType::kFloat32, op, 7001);
+  }
+  CheckAllGatherV(comm, DataType::kFloat32, std::vector<size_t>(n, 2003));
+  CheckAllGatherV(comm, DataType::kFloat16, UnevenCounts(n, 333), /*in_place=*/true);
+  for (int root = 0; root < n; ++root) CheckBroadcast(comm, DataType::kFloat32, 1003, root);
+  CheckAllToAllV(comm, 51);
+  CheckSendRecvRing(comm, 777);
+}
+
+TEST(HierarchicalTest, OnDeviceMemoryNodeMajorPacksOnTheDevice) {
+  RunThreadRanks(4, DeviceHierarchicalFactory({0, 0, 1, 1}), RunDeviceChecks);
+}
+
+TEST(HierarchicalTest, OnDeviceMemoryInterleaved) {
+  RunThreadRanks(4, DeviceHierarchicalFactory({0, 1, 0, 1}), RunDeviceChecks);
+}
+
+TEST(HierarchicalTest, WithoutDeviceScratchDeviceMemoryIsRefused) {
+  RunThreadRanks(2, HierarchicalFactory({0, 1}), [](Communicator& comm) {
+    EXPECT_FALSE(comm.AcceptsMemory(MemoryKind::kCudaDevice));
+    std::vector<float> data(4, 1.f);
+    Status s = WaitFor(comm.AllReduce(
+        {data.data(), data.size(), DataType::kFloat32, MemoryKind::kCudaDevice}, ReduceOp::kSum));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  });
 }
 
 TEST(HierarchicalTest, UnevenNodesAreRejected) {

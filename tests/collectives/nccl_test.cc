@@ -2,13 +2,14 @@
 // the CPU backends. Skipped when no GPU is visible (cudaGetDeviceCount).
 #include <gtest/gtest.h>
 
-#include <cuda_runtime_api.h>
-
 #include "collectives/nccl/nccl_communicator.h"
 #include "tests/collectives/collective_checks.h"
+#include "tests/collectives/device_copy.h"
 
 namespace retort::collectives::testing {
 namespace {
+
+constexpr MemoryKind kDevice = MemoryKind::kCudaDevice;
 
 int WorldForThisMachine() { return std::min(nccl::CudaDeviceCount(), 4); }
 
@@ -24,26 +25,6 @@ CommunicatorFactory NcclFactory() {
   };
 }
 
-// Copies host TypedBuffers to the device and back around one operation.
-class DeviceCopy {
- public:
-  explicit DeviceCopy(size_t bytes) : bytes_(bytes) {
-    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(bytes, 1)), cudaSuccess);
-  }
-  ~DeviceCopy() { cudaFree(ptr_); }
-  void From(const void* host) {
-    ASSERT_EQ(cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  void To(void* host) const {
-    ASSERT_EQ(cudaMemcpy(host, ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
-
 TEST(NcclCommunicatorTest, AllReduceAndReduceScatterV) {
   const int world = WorldForThisMachine();
   if (world == 0) GTEST_SKIP() << "no CUDA device visible";
@@ -56,7 +37,7 @@ TEST(NcclCommunicatorTest, AllReduceAndReduceScatterV) {
         TypedBuffer data = MakeInput(comm.rank(), dtype, 100003);
         DeviceCopy d(data.count() * DataTypeSize(dtype));
         d.From(data.data());
-        ASSERT_TRUE(WaitFor(comm.AllReduce({d.get(), data.count(), dtype}, op)).ok());
+        ASSERT_TRUE(WaitFor(comm.AllReduce({d.get(), data.count(), dtype, kDevice}, op)).ok());
         d.To(data.data());
         EXPECT_TRUE(MatchesReduction(data, 0, n, op, dtype));
         // reduce-scatter-v with uneven counts
@@ -67,14 +48,26 @@ TEST(NcclCommunicatorTest, AllReduceAndReduceScatterV) {
         din.From(input.data());
         TypedBuffer out(dtype, counts[comm.rank()]);
         DeviceCopy dout(out.count() * DataTypeSize(dtype));
-        ASSERT_TRUE(WaitFor(comm.ReduceScatterV({din.get(), input.count(), dtype},
-                                                {dout.get(), out.count(), dtype}, counts, op))
-                        .ok());
+        ASSERT_TRUE(
+            WaitFor(comm.ReduceScatterV({din.get(), input.count(), dtype, kDevice},
+                                        {dout.get(), out.count(), dtype, kDevice}, counts, op))
+                .ok());
         dout.To(out.data());
         EXPECT_TRUE(MatchesReduction(out, offsets[comm.rank()], n, op, dtype));
       }
     }
     ASSERT_TRUE(WaitFor(comm.Barrier()).ok());
+  });
+}
+
+TEST(NcclCommunicatorTest, HostMemoryIsRefusedNamingIt) {
+  if (WorldForThisMachine() == 0) GTEST_SKIP() << "no CUDA device visible";
+  RunThreadRanks(1, NcclFactory(), [](Communicator& comm) {
+    std::vector<float> host(16, 1.f);
+    Status s =
+        WaitFor(comm.AllReduce({host.data(), host.size(), DataType::kFloat32}, ReduceOp::kSum));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("all_reduce data is host memory"), std::string::npos) << s;
   });
 }
 

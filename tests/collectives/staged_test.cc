@@ -5,174 +5,15 @@
 // failed copy and a stalled copy end the operation with an error within its deadline.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
-#include <mutex>
 #include <thread>
 
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "tests/collectives/collective_checks.h"
+#include "tests/collectives/fake_device.h"
 
 namespace retort::collectives::testing {
 namespace {
-
-// Copies host memory in issue order on its own thread. Optionally each copy sleeps
-// `delay`, copy number `fail_at` (1-based) fails, or copies stall from `stall_at` on.
-class ThreadCopier final : public DeviceCopier {
- public:
-  struct Options {
-    std::chrono::microseconds delay{0};
-    uint64_t fail_at = 0;
-    uint64_t stall_at = 0;
-  };
-  explicit ThreadCopier(Options options) : options_(options), thread_([this] { Run(); }) {}
-  ~ThreadCopier() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  MemoryKind device_kind() const override { return MemoryKind::kCudaDevice; }
-  MemoryKind staging_kind() const override { return MemoryKind::kHost; }
-  StatusOr<std::shared_ptr<char>> AllocateStaging(size_t bytes) override {
-    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
-  }
-  Status OrderAfterCaller() override { return Status::Ok(); }
-  Status CopyToHost(void* host, const void* device, size_t bytes) override {
-    return Enqueue('H', host, device, bytes);
-  }
-  Status CopyToDevice(void* device, const void* host, size_t bytes) override {
-    return Enqueue('D', device, host, bytes);
-  }
-  StatusOr<Mark> MarkIssued() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return issued_;
-  }
-  Status Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) override {
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!failure_.ok()) return failure_;
-        if (done_ >= mark) return Status::Ok();
-      }
-      if (cancelled && cancelled()) return AbortedError("test copier: aborted");
-      if (deadline.Expired()) return DeadlineExceededError("test copier: copies did not finish");
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
-  // 'H' (to host) and 'D' (to device), in issue order.
-  std::string issue_log() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return log_;
-  }
-  void Unstall() {
-    std::lock_guard<std::mutex> lock(mu_);
-    options_.stall_at = 0;
-    cv_.notify_all();
-  }
-
- private:
-  struct Copy {
-    void* dst;
-    const void* src;
-    size_t bytes;
-  };
-  Status Enqueue(char direction, void* dst, const void* src, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({dst, src, bytes});
-    ++issued_;
-    log_ += direction;
-    cv_.notify_all();
-    return Status::Ok();
-  }
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] {
-        return stopping_ ||
-               (!queue_.empty() && (options_.stall_at == 0 || done_ + 1 < options_.stall_at));
-      });
-      if (stopping_) return;
-      Copy c = queue_.front();
-      queue_.pop_front();
-      const uint64_t number = done_ + 1;
-      lock.unlock();
-      if (options_.delay.count() > 0) std::this_thread::sleep_for(options_.delay);
-      if (number != options_.fail_at) std::memcpy(c.dst, c.src, c.bytes);
-      lock.lock();
-      if (number == options_.fail_at && failure_.ok())
-        failure_ = InternalError("test copier: copy " + std::to_string(number) + " failed");
-      done_ = number;
-    }
-  }
-  Options options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Copy> queue_;
-  uint64_t issued_ = 0, done_ = 0;
-  Status failure_;
-  std::string log_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
-// Forwards every operation to `inner` with each buffer labelled CUDA device memory, so the
-// shared checks (which allocate host buffers) exercise the staged path.
-class AsDeviceMemory final : public Communicator {
- public:
-  explicit AsDeviceMemory(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  uint64_t generation() const override { return inner_->generation(); }
-  std::chrono::milliseconds default_timeout() const override { return inner_->default_timeout(); }
-  std::string name() const override { return inner_->name(); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-  Communicator& inner() { return *inner_; }
-
- protected:
-  static ConstBuffer Dev(ConstBuffer b) {
-    b.memory = MemoryKind::kCudaDevice;
-    return b;
-  }
-  static MutableBuffer Dev(MutableBuffer b) {
-    b.memory = MemoryKind::kCudaDevice;
-    return b;
-  }
-  WorkPtr DoReduceScatterV(ConstBuffer in, MutableBuffer out, const std::vector<size_t>& counts,
-                           ReduceOp op, const CollectiveOptions& o) override {
-    return inner_->ReduceScatterV(Dev(in), Dev(out), counts, op, o);
-  }
-  WorkPtr DoAllGatherV(ConstBuffer in, MutableBuffer out, const std::vector<size_t>& counts,
-                       const CollectiveOptions& o) override {
-    return inner_->AllGatherV(Dev(in), Dev(out), counts, o);
-  }
-  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& o) override {
-    return inner_->AllReduce(Dev(data), op, o);
-  }
-  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& o) override {
-    return inner_->Broadcast(Dev(data), root, o);
-  }
-  WorkPtr DoBarrier(const CollectiveOptions& o) override { return inner_->Barrier(o); }
-  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag, const CollectiveOptions& o) override {
-    return inner_->Send(Dev(data), peer, tag, o);
-  }
-  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag, const CollectiveOptions& o) override {
-    return inner_->Recv(Dev(data), peer, tag, o);
-  }
-  WorkPtr DoAllToAllV(ConstBuffer in, const std::vector<size_t>& send_counts, MutableBuffer out,
-                      const std::vector<size_t>& recv_counts,
-                      const CollectiveOptions& o) override {
-    return inner_->AllToAllV(Dev(in), send_counts, Dev(out), recv_counts, o);
-  }
-
- private:
-  std::unique_ptr<Communicator> inner_;
-};
 
 ucx::UcxCommunicatorOptions UcxOptions() {
   ucx::UcxCommunicatorOptions o;
@@ -192,8 +33,8 @@ CommunicatorFactory StagedFactory(size_t chunk_bytes, ThreadCopier::Options copi
     StagedCommunicatorOptions so;
     so.chunk_bytes = chunk_bytes;
     RETORT_ASSIGN_OR_RETURN(
-        auto staged, StagedCommunicator::Create(std::move(ucx),
-                                                std::make_unique<ThreadCopier>(copier_options), so));
+        auto staged, StagedCommunicator::Create(
+                         std::move(ucx), std::make_unique<ThreadCopier>(copier_options), so));
     return std::unique_ptr<Communicator>(std::make_unique<AsDeviceMemory>(std::move(staged)));
   };
 }
@@ -237,7 +78,8 @@ TEST(StagedCommunicatorTest, ABackendRefusesMemoryItDoesNotTakeNamingIt) {
         MutableBuffer device{data.data(), data.size(), DataType::kFloat32, MemoryKind::kCudaDevice};
         Status s = ucx.AllReduce(device, ReduceOp::kSum)->Wait(Deadline::AfterMs(1000));
         EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
-        EXPECT_NE(s.message().find("all_reduce data is CUDA device memory"), std::string::npos) << s;
+        EXPECT_NE(s.message().find("all_reduce data is CUDA device memory"), std::string::npos)
+            << s;
         EXPECT_NE(s.message().find("the ucx communicator does not take"), std::string::npos) << s;
         EXPECT_NE(s.message().find("takes host, pinned host"), std::string::npos) << s;
         for (float v : data) EXPECT_EQ(v, 1.f);
@@ -279,7 +121,8 @@ TEST(StagedCommunicatorTest, TheNextChunkIsStagedInBeforeThePreviousIsCopiedBack
       ASSERT_TRUE(staged.ok()) << staged.status();
       std::vector<float> data(1000, static_cast<float>(r + 1));
       MutableBuffer device{data.data(), data.size(), DataType::kFloat32, MemoryKind::kCudaDevice};
-      ASSERT_TRUE((*staged)->AllReduce(device, ReduceOp::kSum)->Wait(Deadline::AfterMs(20000)).ok());
+      ASSERT_TRUE(
+          (*staged)->AllReduce(device, ReduceOp::kSum)->Wait(Deadline::AfterMs(20000)).ok());
       for (float v : data) ASSERT_EQ(v, 3.f);
       logs[r] = copier->issue_log();
     });
