@@ -40,7 +40,7 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner,
     : inner_(std::move(inner)),
       copier_(std::move(copier)),
       options_(options),
-      executor_(std::make_unique<OpExecutor>("staged")) {}
+      executor_(std::make_unique<OpExecutor>("staged", [this] { return PollInFlight(); })) {}
 
 StagedCommunicator::~StagedCommunicator() { executor_.reset(); }
 
@@ -56,8 +56,8 @@ size_t StagedCommunicator::ChunkCount(size_t bytes) const {
 Status StagedCommunicator::SameKind(MemoryKind a, MemoryKind b, const char* op) const {
   if ((a == copier_->device_kind()) == (b == copier_->device_kind())) return Status::Ok();
   return InvalidArgumentError(std::string(op) + ": input is " + MemoryKindName(a) +
-                              " memory and output " + MemoryKindName(b) + " memory; the " +
-                              name() + " communicator needs both of one kind");
+                              " memory and output " + MemoryKindName(b) + " memory; the " + name() +
+                              " communicator needs both of one kind");
 }
 
 WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOptions& options,
@@ -132,8 +132,7 @@ Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
       }));
       char* result = c.in_place ? slot.in.get() : slot.out.get();
       for (const Piece& p : c.to_device)
-        RETORT_RETURN_IF_ERROR(
-            copier_->CopyToDevice(p.device, result + p.staging_offset, p.bytes));
+        RETORT_RETURN_IF_ERROR(copier_->CopyToDevice(p.device, result + p.staging_offset, p.bytes));
     }
     RETORT_ASSIGN_OR_RETURN(DeviceCopier::Mark done, copier_->MarkIssued());
     return copier_->Wait(done, work.deadline(), aborted);
@@ -187,9 +186,9 @@ WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer ou
       c.in_bytes = packed * elem;
       c.out_bytes = mine * elem;
       if (mine > 0) {
-        c.to_device.push_back({static_cast<char*>(output.data) +
-                                   SliceBegin(counts[me], k, parts) * elem,
-                               0, mine * elem});
+        c.to_device.push_back(
+            {static_cast<char*>(output.data) + SliceBegin(counts[me], k, parts) * elem, 0,
+             mine * elem});
       }
       c.run = [this, packed, mine, part_counts, op, dtype = input.dtype, staging](
                   char* in, char* out, const CollectiveOptions& o) {
@@ -317,50 +316,84 @@ WorkPtr StagedCommunicator::DoBarrier(const CollectiveOptions& options) {
   });
 }
 
+// Host buffers go straight to the inner communicator (its point-to-point is matched by peer
+// and tag, not ordered with the collectives). Device buffers are posted from the executor
+// without blocking it, so a Send and the Recv issued after it can both be in flight (a rank
+// that waited for its Send before posting its Recv would deadlock with its peer); the idle
+// hook completes them (PollInFlight).
 WorkPtr StagedCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
                                    const CollectiveOptions& options) {
-  if (data.memory != copier_->device_kind()) {
-    return Submit("send", options, [=, this](Work& work) {
-      return Await(work,
-                   [&](const CollectiveOptions& o) { return inner_->Send(data, peer, tag, o); });
-    });
-  }
-  return Submit("send (staged)", options, [=, this](Work& work) {
-    std::vector<Chunk> chunks(1);
-    Chunk& c = chunks[0];
-    c.in_bytes = data.bytes();
-    c.in_place = true;
-    if (data.count > 0) c.to_host.push_back({const_cast<char*>(
-                                                 static_cast<const char*>(data.data)),
-                                             0, data.bytes()});
-    c.run = [this, data, peer, tag, staging = copier_->staging_kind()](
-                char* in, char*, const CollectiveOptions& o) {
-      return inner_->Send({in, data.count, data.dtype, staging}, peer, tag, o);
-    };
-    return RunChunks(work, chunks);
+  if (data.memory != copier_->device_kind()) return inner_->Send(data, peer, tag, options);
+  return SubmitPointToPoint("send (staged)", options, [=, this](InFlight& f) -> Status {
+    RETORT_ASSIGN_OR_RETURN(f.staging, copier_->AllocateStaging(std::max<size_t>(data.bytes(), 1)));
+    RETORT_RETURN_IF_ERROR(copier_->OrderAfterCaller());
+    if (data.count > 0)
+      RETORT_RETURN_IF_ERROR(copier_->CopyToHost(f.staging.get(), data.data, data.bytes()));
+    RETORT_ASSIGN_OR_RETURN(DeviceCopier::Mark staged, copier_->MarkIssued());
+    RETORT_RETURN_IF_ERROR(copier_->Wait(staged, f.work->deadline(), [&] {
+      return f.work->abort_requested() || executor_->aborted_flag()->load();
+    }));
+    f.inner = inner_->Send({f.staging.get(), data.count, data.dtype, copier_->staging_kind()}, peer,
+                           tag, RemainingOf(*f.work));
+    return Status::Ok();
   });
 }
 
 WorkPtr StagedCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t tag,
                                    const CollectiveOptions& options) {
-  if (data.memory != copier_->device_kind()) {
-    return Submit("recv", options, [=, this](Work& work) {
-      return Await(work,
-                   [&](const CollectiveOptions& o) { return inner_->Recv(data, peer, tag, o); });
-    });
-  }
-  return Submit("recv (staged)", options, [=, this](Work& work) {
-    std::vector<Chunk> chunks(1);
-    Chunk& c = chunks[0];
-    c.in_bytes = data.bytes();
-    c.in_place = true;
-    if (data.count > 0) c.to_device.push_back({static_cast<char*>(data.data), 0, data.bytes()});
-    c.run = [this, data, peer, tag, staging = copier_->staging_kind()](
-                char* in, char*, const CollectiveOptions& o) {
-      return inner_->Recv({in, data.count, data.dtype, staging}, peer, tag, o);
-    };
-    return RunChunks(work, chunks);
+  if (data.memory != copier_->device_kind()) return inner_->Recv(data, peer, tag, options);
+  return SubmitPointToPoint("recv (staged)", options, [=, this](InFlight& f) -> Status {
+    RETORT_ASSIGN_OR_RETURN(f.staging, copier_->AllocateStaging(std::max<size_t>(data.bytes(), 1)));
+    f.land_in = static_cast<char*>(data.data);
+    f.land_bytes = data.bytes();
+    f.inner = inner_->Recv({f.staging.get(), data.count, data.dtype, copier_->staging_kind()}, peer,
+                           tag, RemainingOf(*f.work));
+    return Status::Ok();
   });
+}
+
+CollectiveOptions StagedCommunicator::RemainingOf(const Work& work) {
+  CollectiveOptions o;
+  o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(work.deadline().Remaining());
+  return o;
+}
+
+WorkPtr StagedCommunicator::SubmitPointToPoint(std::string description,
+                                               const CollectiveOptions& options,
+                                               std::function<Status(InFlight&)> post) {
+  const auto timeout = options.timeout.value_or(default_timeout());
+  return executor_->SubmitDeferred(std::move(description), Deadline::After(timeout),
+                                   [this, post = std::move(post)](const WorkPtr& work) -> Status {
+                                     InFlight f;
+                                     f.work = work;
+                                     RETORT_RETURN_IF_ERROR(post(f));
+                                     in_flight_.push_back(std::move(f));
+                                     return Status::Ok();
+                                   });
+}
+
+bool StagedCommunicator::PollInFlight() {
+  if (in_flight_.empty()) return false;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    InFlight& f = *it;
+    if (f.work->abort_requested() || executor_->aborted_flag()->load()) f.inner->Abort();
+    // Wait drives an inner communicator whose progress is the caller's.
+    Status status = f.inner->Wait(Deadline::AfterMs(1));
+    if (!f.inner->IsCompleted()) {
+      ++it;
+      continue;
+    }
+    if (status.ok() && f.land_in != nullptr && f.land_bytes > 0) {
+      status = copier_->CopyToDevice(f.land_in, f.staging.get(), f.land_bytes);
+      if (status.ok()) {
+        auto mark = copier_->MarkIssued();
+        status = mark.ok() ? copier_->Wait(*mark, f.work->deadline(), {}) : mark.status();
+      }
+    }
+    f.work->Complete(status);
+    it = in_flight_.erase(it);
+  }
+  return !in_flight_.empty();
 }
 
 WorkPtr StagedCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
@@ -381,9 +414,9 @@ WorkPtr StagedCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<siz
     Chunk& c = chunks[0];
     c.in_bytes = input.bytes();
     c.out_bytes = output.bytes();
-    if (input.count > 0) c.to_host.push_back({const_cast<char*>(
-                                                  static_cast<const char*>(input.data)),
-                                              0, input.bytes()});
+    if (input.count > 0)
+      c.to_host.push_back(
+          {const_cast<char*>(static_cast<const char*>(input.data)), 0, input.bytes()});
     if (output.count > 0)
       c.to_device.push_back({static_cast<char*>(output.data), 0, output.bytes()});
     c.run = [this, input, output, send_counts, recv_counts, staging = copier_->staging_kind()](

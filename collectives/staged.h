@@ -8,7 +8,9 @@
 //
 // Chunks of a reduce-scatter or all-gather are the k-th slices of every rank's segment, so
 // each chunk is itself a (smaller) reduce-scatter/all-gather of the inner communicator;
-// all-reduce and broadcast chunk the flat buffer. Send, Recv and all-to-all are staged whole.
+// all-reduce and broadcast chunk the flat buffer. Send, Recv and all-to-all are staged whole;
+// device Send/Recv are posted without blocking the executor, so both sides of an exchange can
+// be in flight at once.
 // Host buffers go straight to the inner communicator. An operation's input and output must be
 // of the same kind.
 //
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +92,19 @@ class StagedCommunicator final : public Communicator {
     bool in_place = false;
     std::function<WorkPtr(char* in, char* out, const CollectiveOptions&)> run;
   };
+  // A device Send/Recv posted to the inner communicator through staging of its own.
+  struct InFlight {
+    WorkPtr work;   // this communicator's
+    WorkPtr inner;  // the inner communicator's
+    std::shared_ptr<char> staging;
+    char* land_in = nullptr;  // Recv: copied here once received
+    size_t land_bytes = 0;
+  };
+  WorkPtr SubmitPointToPoint(std::string description, const CollectiveOptions& options,
+                             std::function<Status(InFlight&)> post);
+  // Executor idle hook: completes in-flight point-to-point operations; true while some remain.
+  bool PollInFlight();
+  static CollectiveOptions RemainingOf(const Work& work);
   // The staging buffers of slot `slot` (0 or 1), grown to hold `in`/`out` bytes.
   Status EnsureSlot(int slot, size_t in_bytes, size_t out_bytes);
   // Runs `chunks` through staging, pipelined as described above.
@@ -110,7 +126,8 @@ class StagedCommunicator final : public Communicator {
     std::shared_ptr<char> in, out;
     size_t in_bytes = 0, out_bytes = 0;
   };
-  Slot slots_[2];                      // executor thread only
+  Slot slots_[2];                         // executor thread only
+  std::list<InFlight> in_flight_;         // executor thread only
   std::unique_ptr<OpExecutor> executor_;  // last: its thread stops first
 };
 

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
               "how often the certificate, key and CA files are checked for changes");
   args.AddString("token-file", &security.token_file,
                  "file holding the worker role's bearer token, sent with every call");
+  bool emulate_device_data_plane = false;
   args.AddString("node", &node, "node name; workers on one node get consecutive ranks");
   args.AddInt("local-rank", &local_rank, "index of this worker on its node");
   args.AddString("data-address", &data_address,
@@ -116,6 +117,9 @@ int main(int argc, char** argv) {
                  "training device: auto (cuda:<local-rank> when a GPU is visible, else cpu), "
                  "cpu, cuda (cuda:<local-rank>) or cuda:N");
   args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
+  args.AddBool("emulate-device-data-plane", &emulate_device_data_plane,
+               "testing: on --device cpu, build the data plane GPU workers use (NCCL's place "
+               "taken by UCX, host memory standing in for device memory)");
   args.AddString("health-listen", &health_listen,
                  "serve grpc.health.v1 on host:port (empty = off)");
   args.AddInt("parameter-count", &parameter_count,
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
     topts.comm_timeout_ms = comm_timeout_ms;
     topts.default_output_dir = output_dir;
     topts.data_plane_devices = *data_interface;
+    topts.emulate_device_data_plane = emulate_device_data_plane;
     topts.pause_points = &pause_points;
     topts.node = node;
     topts.local_rank = local_rank;

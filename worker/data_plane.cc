@@ -1,6 +1,7 @@
 #include "worker/data_plane.h"
 
 #include "collectives/cuda_data_plane.h"
+#include "collectives/host_memory_device.h"
 #include "collectives/routed.h"
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
@@ -26,6 +27,51 @@ collectives::CudaCommunicatorOptions NcclOptions(
   o.bootstrap_timeout = ucx.bootstrap_timeout;
   o.cancelled = ucx.cancelled;
   return o;
+}
+
+// The device side of a GPU worker's data plane: NCCL among a node's GPUs, the CUDA copier and
+// device scratch of `cuda`.
+collectives::ucx::HierarchicalDeviceLevels CudaDevice(
+    int cuda, const collectives::ucx::UcxCommunicatorOptions& ucx) {
+  collectives::ucx::HierarchicalDeviceLevels device;
+  device.intra = [cuda, ucx](collectives::BootstrapStore* s, int r, int n, uint64_t number,
+                             const std::string& prefix) {
+    collectives::CudaCommunicatorOptions no = NcclOptions(cuda, ucx);
+    no.key_prefix = prefix;
+    return collectives::CreateNcclCommunicator(s, r, n, number, no);
+  };
+  device.copier = [cuda] { return collectives::CreateCudaCopier(cuda); };
+  device.scratch = [cuda] { return collectives::CreateCudaScratch(cuda); };
+  return device;
+}
+
+// The same compositions with host memory standing in for the device: the node level is UCX
+// staged through a host copier (where a GPU worker has NCCL).
+collectives::ucx::HierarchicalDeviceLevels EmulatedDevice(
+    const collectives::ucx::UcxCommunicatorOptions& ucx) {
+  collectives::ucx::HierarchicalDeviceLevels device;
+  device.copier = []() -> StatusOr<std::unique_ptr<collectives::DeviceCopier>> {
+    return std::unique_ptr<collectives::DeviceCopier>(
+        std::make_unique<collectives::HostMemoryCopier>());
+  };
+  device.scratch = []() -> StatusOr<std::unique_ptr<collectives::DeviceScratch>> {
+    return std::unique_ptr<collectives::DeviceScratch>(
+        std::make_unique<collectives::HostMemoryScratch>());
+  };
+  device.intra =
+      [ucx, copier = device.copier](
+          collectives::BootstrapStore* s, int r, int n, uint64_t number,
+          const std::string& prefix) -> StatusOr<std::unique_ptr<collectives::Communicator>> {
+    collectives::ucx::UcxCommunicatorOptions level = ucx;
+    level.key_prefix = prefix;
+    RETORT_ASSIGN_OR_RETURN(auto node,
+                            collectives::ucx::CreateUcxCommunicator(s, r, n, number, level));
+    RETORT_ASSIGN_OR_RETURN(auto staging, copier());
+    RETORT_ASSIGN_OR_RETURN(
+        auto staged, collectives::StagedCommunicator::Create(std::move(node), std::move(staging)));
+    return std::unique_ptr<collectives::Communicator>(std::move(staged));
+  };
+  return device;
 }
 
 bool OnOneNode(const v1::Generation& g) {
@@ -62,53 +108,46 @@ StatusOr<DataPlane> CreateDataPlane(collectives::BootstrapStore* store, const v1
                                     int rank, const DataPlaneOptions& options) {
   DataPlane plane;
   const int cuda = CudaIndex(options.device);
-  if (cuda < 0 || g.members_size() == 1) {
+  const bool emulate = options.emulate_device && cuda < 0;
+  if ((cuda < 0 && !emulate) || g.members_size() == 1) {
     RETORT_ASSIGN_OR_RETURN(plane.comm, HostDataPlane(store, g, rank, options.ucx));
     return plane;
   }
-  if (!collectives::BuildHasCudaDataPlane()) {
+  if (!emulate && !collectives::BuildHasCudaDataPlane()) {
     return FailedPreconditionError(
         "training on " + options.device + " with " + std::to_string(g.members_size()) +
         " workers needs the CUDA data plane (NCCL, device staging), which this build lacks "
         "(built without the CUDA toolkit or NCCL); rebuild with CUDA, run one worker per job, "
         "or use --device cpu");
   }
+  const collectives::ucx::HierarchicalDeviceLevels device =
+      emulate ? EmulatedDevice(options.ucx) : CudaDevice(cuda, options.ucx);
   plane.trainer_memory = collectives::MemoryKind::kCudaDevice;
+  const auto kDevice = collectives::MemoryKind::kCudaDevice;
   if (OnOneNode(g)) {
-    RETORT_ASSIGN_OR_RETURN(
-        auto nccl, collectives::CreateNcclCommunicator(store, rank, g.members_size(), g.number(),
-                                                       NcclOptions(cuda, options.ucx)));
+    // The node's communicator (NCCL) for device buffers, flat UCX for host buffers.
+    RETORT_ASSIGN_OR_RETURN(auto node, device.intra(store, rank, g.members_size(), g.number(),
+                                                    "g" + std::to_string(g.number()) + "/node"));
     RETORT_ASSIGN_OR_RETURN(auto host, collectives::ucx::CreateUcxCommunicator(
                                            store, rank, g.members_size(), g.number(), options.ucx));
-    RETORT_ASSIGN_OR_RETURN(
-        plane.comm, collectives::RoutedCommunicator::Create(std::move(nccl), std::move(host),
-                                                            collectives::MemoryKind::kCudaDevice));
+    RETORT_ASSIGN_OR_RETURN(plane.comm, collectives::RoutedCommunicator::Create(
+                                            std::move(node), std::move(host), kDevice));
     return plane;
   }
   if (auto layout = HierarchicalLayout(g)) {
     // NCCL inside each node, UCX staged through pinned memory between nodes; host buffers
     // take a flat UCX communicator of their own.
-    collectives::ucx::HierarchicalDeviceLevels device;
-    device.intra = [&](collectives::BootstrapStore* s, int r, int n, uint64_t number,
-                       const std::string& prefix) {
-      collectives::CudaCommunicatorOptions no = NcclOptions(cuda, options.ucx);
-      no.key_prefix = prefix;
-      return collectives::CreateNcclCommunicator(s, r, n, number, no);
-    };
-    device.copier = [cuda] { return collectives::CreateCudaCopier(cuda); };
-    device.scratch = [cuda] { return collectives::CreateCudaScratch(cuda); };
     RETORT_ASSIGN_OR_RETURN(auto hierarchy, collectives::ucx::CreateHierarchicalUcxCommunicator(
                                                 store, rank, g.members_size(), g.number(), *layout,
                                                 options.ucx, &device));
     RETORT_ASSIGN_OR_RETURN(auto host, collectives::ucx::CreateUcxCommunicator(
                                            store, rank, g.members_size(), g.number(), options.ucx));
-    RETORT_ASSIGN_OR_RETURN(
-        plane.comm, collectives::RoutedCommunicator::Create(std::move(hierarchy), std::move(host),
-                                                            collectives::MemoryKind::kCudaDevice));
+    RETORT_ASSIGN_OR_RETURN(plane.comm, collectives::RoutedCommunicator::Create(
+                                            std::move(hierarchy), std::move(host), kDevice));
     return plane;
   }
   // Nodes of unequal size: every rank stages its device buffers through one flat UCX ring.
-  RETORT_ASSIGN_OR_RETURN(auto copier, collectives::CreateCudaCopier(cuda));
+  RETORT_ASSIGN_OR_RETURN(auto copier, device.copier());
   RETORT_ASSIGN_OR_RETURN(auto host, collectives::ucx::CreateUcxCommunicator(
                                          store, rank, g.members_size(), g.number(), options.ucx));
   RETORT_ASSIGN_OR_RETURN(

@@ -36,6 +36,10 @@ struct DataPlane {
 
 struct DataPlaneOptions {
   std::string device = "cpu";  // "cpu" or "cuda:N" (resolved)
+  // On the CPU: build the GPU compositions anyway, with host memory standing in for the device
+  // (collectives/host_memory_device.h) and UCX where NCCL would be. For tests of those
+  // compositions in real jobs on machines without a GPU.
+  bool emulate_device = false;
   collectives::ucx::UcxCommunicatorOptions ucx;
 };
 

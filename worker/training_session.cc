@@ -238,6 +238,7 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   CoordinatorBootstrapStore store(client_, a.member_id, g.number());
   DataPlaneOptions dp;
   dp.device = options_.device;
+  dp.emulate_device = options_.emulate_device_data_plane;
   dp.ucx.default_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   dp.ucx.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   dp.ucx.cancelled = [this, number = g.number()] { return Superseded(number); };

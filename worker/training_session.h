@@ -57,6 +57,9 @@ struct TrainingOptions {
   // The network interface(s) the data plane binds (UCX_NET_DEVICES syntax): the interface of
   // the worker's --data-address. Empty: every interface.
   std::string data_plane_devices;
+  // Build the GPU data plane with host memory standing in for the device (worker/data_plane.h)
+  // when training on the CPU: tests of the GPU compositions on machines without a GPU.
+  bool emulate_device_data_plane = false;
   // Test fault injection (pause_points.h); borrowed, outlives the session; may be null.
   PausePoints* pause_points = nullptr;
   // The training device, resolved ("cpu" or "cuda:N": trainer/device.h).

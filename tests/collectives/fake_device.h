@@ -1,7 +1,7 @@
 // Device memory played by host memory, for CPU tests of the device data plane: ThreadCopier
 // (a DeviceCopier that copies on a thread of its own, with injectable delays, failures and
-// stalls), HostScratch (a DeviceScratch of host memory) and AsDeviceMemory (labels every
-// buffer of the shared checks CUDA device memory before passing it on).
+// stalls) and AsDeviceMemory (labels every buffer of the shared checks CUDA device memory
+// before passing it on). collectives/host_memory_device.h has the synchronous ones.
 #pragma once
 
 #include <condition_variable>
@@ -170,18 +170,6 @@ class AsDeviceMemory final : public Communicator {
 
  private:
   std::unique_ptr<Communicator> inner_;
-};
-
-class HostScratch final : public DeviceScratch {
- public:
-  MemoryKind kind() const override { return MemoryKind::kCudaDevice; }
-  StatusOr<std::shared_ptr<char>> Allocate(size_t bytes) override {
-    return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
-  }
-  Status Copy(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return Status::Ok();
-  }
 };
 
 }  // namespace retort::collectives::testing

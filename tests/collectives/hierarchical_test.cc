@@ -5,6 +5,7 @@
 // build it with NCCL and the CUDA copier.
 #include <gtest/gtest.h>
 
+#include "collectives/host_memory_device.h"
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
 #include "tests/collectives/collective_checks.h"
@@ -72,7 +73,7 @@ CommunicatorFactory DeviceHierarchicalFactory(std::vector<int> node_of_rank) {
       return std::unique_ptr<DeviceCopier>(std::make_unique<ThreadCopier>(ThreadCopier::Options{}));
     };
     device.scratch = []() -> StatusOr<std::unique_ptr<DeviceScratch>> {
-      return std::unique_ptr<DeviceScratch>(std::make_unique<HostScratch>());
+      return std::unique_ptr<DeviceScratch>(std::make_unique<HostMemoryScratch>());
     };
     device.intra = [&](BootstrapStore* s, int r, int n, uint64_t g,
                        const std::string& prefix) -> StatusOr<std::unique_ptr<Communicator>> {

@@ -67,6 +67,28 @@ TEST(StagedCommunicatorTest, HostBuffersGoStraightThroughInIssueOrder) {
   });
 }
 
+// As the peer replicas exchange state: every rank sends 4 MB to its successor, then receives
+// from its predecessor, and waits for its send first. A Send that held up the Recv queued
+// behind it would deadlock (rendezvous sends complete only once the receive is posted).
+TEST(StagedCommunicatorTest, ASendAndTheRecvAfterItAreBothInFlight) {
+  RunThreadRanks(3, StagedFactory(1 << 20), [](Communicator& device_view) {
+    Communicator& staged = dynamic_cast<AsDeviceMemory&>(device_view).inner();
+    const int n = staged.size(), r = staged.rank();
+    for (MemoryKind kind : {MemoryKind::kCudaDevice, MemoryKind::kHost}) {
+      std::vector<float> out(1 << 20, static_cast<float>(r)), in(1 << 20, -1.f);
+      WorkPtr send =
+          staged.Send({out.data(), out.size(), DataType::kFloat32, kind}, (r + 1) % n, 7);
+      WorkPtr recv =
+          staged.Recv({in.data(), in.size(), DataType::kFloat32, kind}, (r + n - 1) % n, 7);
+      Status sent = send->Wait(Deadline::AfterMs(10000));
+      ASSERT_TRUE(sent.ok()) << MemoryKindName(kind) << ": " << sent;
+      Status received = recv->Wait(Deadline::AfterMs(10000));
+      ASSERT_TRUE(received.ok()) << MemoryKindName(kind) << ": " << received;
+      for (float v : in) ASSERT_EQ(v, static_cast<float>((r + n - 1) % n));
+    }
+  });
+}
+
 TEST(StagedCommunicatorTest, ABackendRefusesMemoryItDoesNotTakeNamingIt) {
   RunThreadRanks(
       1,

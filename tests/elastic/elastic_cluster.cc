@@ -279,15 +279,24 @@ bool ElasticCluster::StartCoordinator(milliseconds timeout, std::string* error) 
   return false;
 }
 
-int ElasticCluster::StartWorker(int local_rank) { return StartWorkerOnHost(-1, local_rank); }
+int ElasticCluster::StartWorker(int local_rank) { return StartWorkerOnNode("node0", local_rank); }
+
+int ElasticCluster::StartWorkerOnNode(const std::string& node, int local_rank) {
+  return StartWorkerAt(-1, node, local_rank);
+}
 
 int ElasticCluster::StartWorkerOnHost(int host, int local_rank) {
+  return StartWorkerAt(host, host >= 0 && options_.hosts ? options_.hosts->name(host) : "node0",
+                       local_rank);
+}
+
+int ElasticCluster::StartWorkerAt(int host, const std::string& node, int local_rank) {
   const int index = static_cast<int>(workers_.size());
   const bool on_host = host >= 0 && options_.hosts;
   std::vector<std::string> argv = {
       BinaryPath("tools/retort-worker"),
       "--coordinator=" + address_,
-      "--node=" + (on_host ? options_.hosts->name(host) : std::string("node0")),
+      "--node=" + node,
       "--local-rank=" + std::to_string(local_rank),
       "--rpc-timeout-ms=" + std::to_string(options_.rpc_timeout_ms),
       "--comm-timeout-ms=" + std::to_string(options_.comm_timeout_ms),
@@ -295,8 +304,8 @@ int ElasticCluster::StartWorkerOnHost(int host, int local_rank) {
       "--rejoin-timeout-ms=" + std::to_string(options_.rejoin_timeout_ms),
       "--output-dir=" + dir_ + "/out"};
   if (on_host) argv.push_back("--data-address=" + options_.hosts->address(host));
-  const std::string log = dir_ + "/worker" + std::to_string(index) +
-                          (on_host ? "-" + options_.hosts->name(host) : std::string()) + "-local" +
+  argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+  const std::string log = dir_ + "/worker" + std::to_string(index) + "-" + node + "-local" +
                           std::to_string(local_rank) + ".log";
   workers_.push_back(on_host ? options_.hosts->Spawn(host, argv, log)
                              : std::make_unique<Subprocess>(argv, log));

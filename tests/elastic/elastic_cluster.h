@@ -131,6 +131,8 @@ struct ClusterOptions {
   // places workers. retortctl runs in the test's namespace (it reaches every host).
   const testing::TestHosts* hosts = nullptr;
   int coordinator_host = 0;
+  // Extra flags of every worker (e.g. --emulate-device-data-plane).
+  std::vector<std::string> worker_args;
 };
 
 class ElasticCluster {
@@ -146,6 +148,9 @@ class ElasticCluster {
   // Starts a worker on node "node0" with the given local rank (workers are identified by it).
   // Returns the index of the new process in workers().
   int StartWorker(int local_rank);
+  // Starts a worker on node `node` (a name: workers of one node form an intra-node group) with
+  // the given local rank on 127.0.0.1. Returns the index of the new process in workers().
+  int StartWorkerOnNode(const std::string& node, int local_rank);
   // Starts a worker on test host `host` (options.hosts): node = the host's name, data address =
   // the host's address. Returns the index of the new process in workers().
   int StartWorkerOnHost(int host, int local_rank);
@@ -192,6 +197,9 @@ class ElasticCluster {
   std::string Logs(size_t max_chars = 6000) const;
 
  private:
+  // A worker on test host `host` (-1: 127.0.0.1) with --node=`node`.
+  int StartWorkerAt(int host, const std::string& node, int local_rank);
+
   const JobOptions job_;
   const ClusterOptions options_;
   std::string dir_;

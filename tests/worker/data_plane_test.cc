@@ -32,7 +32,8 @@ v1::Generation Layout(int nodes, int per_node) {
 }
 
 // Creates every rank's data plane on a thread of its own; their results in rank order.
-std::vector<StatusOr<DataPlane>> CreateAll(const v1::Generation& g, const std::string& device) {
+std::vector<StatusOr<DataPlane>> CreateAll(const v1::Generation& g, const std::string& device,
+                                           bool emulate_device = false) {
   collectives::InMemoryStore store;
   std::vector<StatusOr<DataPlane>> planes;
   for (int r = 0; r < g.members_size(); ++r) planes.emplace_back(InternalError("not run"));
@@ -41,6 +42,7 @@ std::vector<StatusOr<DataPlane>> CreateAll(const v1::Generation& g, const std::s
     threads.emplace_back([&, r] {
       DataPlaneOptions o;
       o.device = device;
+      o.emulate_device = emulate_device;
       o.ucx.bootstrap_timeout = std::chrono::milliseconds(20000);
       planes[r] = CreateDataPlane(&store, g, r, o);
     });
@@ -86,6 +88,50 @@ TEST(DataPlaneTest, SeveralCudaRanksWithoutAGpuAreAPreciseError) {
                   m.find("this build lacks") != std::string::npos)
           << m;
     }
+  }
+}
+
+// The GPU compositions with host memory standing in for the device: which one each layout
+// gets, and that a gradient-like reduce-scatter (device memory) and a host all-reduce go
+// through each.
+TEST(DataPlaneTest, EmulatedDeviceDataPlanesPerLayoutReduceCorrectly) {
+  struct Case {
+    v1::Generation g;
+    const char* name_part;
+  };
+  for (const Case& c :
+       {Case{Layout(1, 2), "routed(staged(ucx)"},
+        Case{Layout(2, 2), "routed(hierarchical(staged(ucx)"}, Case{Layout(3, 1), "staged(ucx)"}}) {
+    auto planes = CreateAll(c.g, "cpu", /*emulate_device=*/true);
+    const int n = c.g.members_size();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(planes[r].ok()) << planes[r].status();
+      EXPECT_EQ(planes[r]->trainer_memory, collectives::MemoryKind::kCudaDevice);
+      EXPECT_NE(planes[r]->comm->name().find(c.name_part), std::string::npos)
+          << planes[r]->comm->name();
+    }
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        collectives::Communicator& comm = *planes[r]->comm;
+        std::vector<float> grads(4 * n, static_cast<float>(r + 1)), mine(4, 0.f);
+        Status s = comm.ReduceScatter({grads.data(), grads.size(), collectives::DataType::kFloat32,
+                                       collectives::MemoryKind::kCudaDevice},
+                                      {mine.data(), mine.size(), collectives::DataType::kFloat32,
+                                       collectives::MemoryKind::kCudaDevice},
+                                      collectives::ReduceOp::kSum)
+                       ->Wait(Deadline::AfterMs(20000));
+        ASSERT_TRUE(s.ok()) << s;
+        for (float v : mine) EXPECT_EQ(v, n * (n + 1) / 2.f);
+        float count = 1.f;
+        s = comm.AllReduce({&count, 1, collectives::DataType::kFloat32},
+                           collectives::ReduceOp::kSum)
+                ->Wait(Deadline::AfterMs(20000));
+        ASSERT_TRUE(s.ok()) << s;
+        EXPECT_EQ(count, static_cast<float>(n));
+      });
+    }
+    for (auto& t : threads) t.join();
   }
 }
 
