@@ -1,7 +1,6 @@
 #include "worker/data_plane.h"
 
 #include "collectives/cuda_data_plane.h"
-#include "collectives/host_memory_device.h"
 #include "collectives/routed.h"
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
@@ -42,35 +41,6 @@ collectives::ucx::HierarchicalDeviceLevels CudaDevice(
   };
   device.copier = [cuda] { return collectives::CreateCudaCopier(cuda); };
   device.scratch = [cuda] { return collectives::CreateCudaScratch(cuda); };
-  return device;
-}
-
-// The same compositions with host memory standing in for the device: the node level is UCX
-// staged through a host copier (where a GPU worker has NCCL).
-collectives::ucx::HierarchicalDeviceLevels EmulatedDevice(
-    const collectives::ucx::UcxCommunicatorOptions& ucx) {
-  collectives::ucx::HierarchicalDeviceLevels device;
-  device.copier = []() -> StatusOr<std::unique_ptr<collectives::DeviceCopier>> {
-    return std::unique_ptr<collectives::DeviceCopier>(
-        std::make_unique<collectives::HostMemoryCopier>());
-  };
-  device.scratch = []() -> StatusOr<std::unique_ptr<collectives::DeviceScratch>> {
-    return std::unique_ptr<collectives::DeviceScratch>(
-        std::make_unique<collectives::HostMemoryScratch>());
-  };
-  device.intra =
-      [ucx, copier = device.copier](
-          collectives::BootstrapStore* s, int r, int n, uint64_t number,
-          const std::string& prefix) -> StatusOr<std::unique_ptr<collectives::Communicator>> {
-    collectives::ucx::UcxCommunicatorOptions level = ucx;
-    level.key_prefix = prefix;
-    RETORT_ASSIGN_OR_RETURN(auto node,
-                            collectives::ucx::CreateUcxCommunicator(s, r, n, number, level));
-    RETORT_ASSIGN_OR_RETURN(auto staging, copier());
-    RETORT_ASSIGN_OR_RETURN(
-        auto staged, collectives::StagedCommunicator::Create(std::move(node), std::move(staging)));
-    return std::unique_ptr<collectives::Communicator>(std::move(staged));
-  };
   return device;
 }
 
@@ -121,7 +91,8 @@ StatusOr<DataPlane> CreateDataPlane(collectives::BootstrapStore* store, const v1
         "or use --device cpu");
   }
   const collectives::ucx::HierarchicalDeviceLevels device =
-      emulate ? EmulatedDevice(options.ucx) : CudaDevice(cuda, options.ucx);
+      emulate ? collectives::ucx::HostMemoryDeviceLevels(options.ucx)
+              : CudaDevice(cuda, options.ucx);
   plane.trainer_memory = collectives::MemoryKind::kCudaDevice;
   const auto kDevice = collectives::MemoryKind::kCudaDevice;
   if (OnOneNode(g)) {

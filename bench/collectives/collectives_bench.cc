@@ -61,25 +61,27 @@ int ItersFor(const BenchOptions& o, size_t bytes) {
 Status Check(const WorkPtr& w) { return w->Wait(); }
 
 // Runs one operation `iters` times; returns seconds per iteration on this rank.
+// `memory`: the kind the buffers are labelled (kCudaDevice for the emulated device hierarchy).
 StatusOr<double> TimeOp(Communicator& comm, const std::string& op, size_t bytes, int iters,
-                        std::vector<float>& a, std::vector<float>& b) {
+                        std::vector<float>& a, std::vector<float>& b, MemoryKind memory) {
   const int n = comm.size();
   const size_t count = bytes / sizeof(float);
   const DataType f32 = DataType::kFloat32;
   auto run_once = [&]() -> Status {
-    if (op == "all_reduce") return Check(comm.AllReduce({a.data(), count, f32}, ReduceOp::kSum));
+    if (op == "all_reduce") return Check(comm.AllReduce({a.data(), count, f32, memory}, ReduceOp::kSum));
     if (op == "all_gather") {
       const size_t per = count / n;
-      return Check(comm.AllGather({a.data(), per, f32}, {b.data(), per * n, f32}));
+      return Check(comm.AllGather({a.data(), per, f32, memory}, {b.data(), per * n, f32, memory}));
     }
     if (op == "reduce_scatter") {
       const size_t per = count / n;
       return Check(
-          comm.ReduceScatter({a.data(), per * n, f32}, {b.data(), per, f32}, ReduceOp::kSum));
+          comm.ReduceScatter({a.data(), per * n, f32, memory}, {b.data(), per, f32, memory},
+                             ReduceOp::kSum));
     }
     if (op == "send_recv") {
-      if (comm.rank() == 0) return Check(comm.Send({a.data(), count, f32}, 1, 1));
-      if (comm.rank() == 1) return Check(comm.Recv({b.data(), count, f32}, 0, 1));
+      if (comm.rank() == 0) return Check(comm.Send({a.data(), count, f32, memory}, 1, 1));
+      if (comm.rank() == 1) return Check(comm.Recv({b.data(), count, f32, memory}, 0, 1));
       return Status::Ok();
     }
     return InvalidArgumentError("unknown op '" + op + "'");
@@ -115,13 +117,17 @@ int RunRank(const BenchOptions& o, int rank) {
   if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
+  const bool device = o.backend == "hierarchical-device";
+  const MemoryKind memory = device ? MemoryKind::kCudaDevice : MemoryKind::kHost;
+  const ucx::HierarchicalDeviceLevels device_levels = ucx::HostMemoryDeviceLevels(options);
   StatusOr<std::unique_ptr<Communicator>> comm_or =
-      o.backend == "hierarchical"
+      o.backend == "hierarchical" || device
           ? [&] {
               NodeLayout layout;
               for (int r = 0; r < o.ranks; ++r) layout.node_of_rank.push_back(r / o.local_size);
               return ucx::CreateHierarchicalUcxCommunicator(&store, rank, o.ranks, 1, layout,
-                                                            options);
+                                                            options,
+                                                            device ? &device_levels : nullptr);
             }()
           : [&]() -> StatusOr<std::unique_ptr<Communicator>> {
               RETORT_ASSIGN_OR_RETURN(auto ucx_comm,
@@ -147,7 +153,7 @@ int RunRank(const BenchOptions& o, int rank) {
       const size_t unit =
           (op == "all_gather" || op == "reduce_scatter") ? n * sizeof(float) : sizeof(float);
       const size_t s = bytes / unit * unit;
-      auto seconds = TimeOp(comm, op, s, ItersFor(o, s), a, b);
+      auto seconds = TimeOp(comm, op, s, ItersFor(o, s), a, b, memory);
       if (!seconds.ok()) {
         std::cerr << "rank " << rank << ": " << op << " " << s << " bytes: " << seconds.status()
                   << "\n";
@@ -187,7 +193,9 @@ int main(int argc, char** argv) {
   parser.AddString("ops", &o.ops, "comma list: all_reduce,all_gather,reduce_scatter,send_recv");
   parser.AddInt("iters", &o.iters, "timed iterations per size (0: by size)");
   parser.AddInt("chunk-bytes", &o.chunk_bytes, "ring pipelining chunk");
-  parser.AddString("backend", &o.backend, "ucx | hierarchical");
+  parser.AddString("backend", &o.backend,
+                   "ucx | hierarchical | hierarchical-device (the GPU workers' composition with "
+                   "host memory standing in for the device: staged levels, memcpy copies)");
   parser.AddInt("local-size", &o.local_size, "ranks per node for --backend=hierarchical");
   parser.AddString("transports", &o.transports,
                    "UCX transports (UCX_TLS syntax); empty: UCX's choice");

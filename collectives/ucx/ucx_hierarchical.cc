@@ -1,6 +1,30 @@
 #include "collectives/ucx/ucx_hierarchical.h"
 
+#include "collectives/host_memory_device.h"
+
 namespace retort::collectives::ucx {
+
+HierarchicalDeviceLevels HostMemoryDeviceLevels(const UcxCommunicatorOptions& options) {
+  HierarchicalDeviceLevels device;
+  device.copier = []() -> StatusOr<std::unique_ptr<DeviceCopier>> {
+    return std::unique_ptr<DeviceCopier>(std::make_unique<HostMemoryCopier>());
+  };
+  device.scratch = []() -> StatusOr<std::unique_ptr<DeviceScratch>> {
+    return std::unique_ptr<DeviceScratch>(std::make_unique<HostMemoryScratch>());
+  };
+  device.intra = [options, copier = device.copier](BootstrapStore* store, int rank, int size,
+                                                   uint64_t generation, const std::string& prefix)
+      -> StatusOr<std::unique_ptr<Communicator>> {
+    UcxCommunicatorOptions level = options;
+    level.key_prefix = prefix;
+    RETORT_ASSIGN_OR_RETURN(auto node, CreateUcxCommunicator(store, rank, size, generation, level));
+    RETORT_ASSIGN_OR_RETURN(auto staging, copier());
+    RETORT_ASSIGN_OR_RETURN(auto staged,
+                            StagedCommunicator::Create(std::move(node), std::move(staging)));
+    return std::unique_ptr<Communicator>(std::move(staged));
+  };
+  return device;
+}
 
 StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
     BootstrapStore* store, int rank, int size, uint64_t generation, const NodeLayout& layout,

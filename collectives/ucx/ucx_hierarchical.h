@@ -28,6 +28,11 @@ struct HierarchicalDeviceLevels {
   StagedCommunicatorOptions staging;
 };
 
+// Device levels with host memory standing in for the device (host_memory_device.h) and UCX,
+// staged through a host copier, in NCCL's place: the GPU compositions on CPU machines (the
+// worker's --emulate-device-data-plane, benchmarks).
+HierarchicalDeviceLevels HostMemoryDeviceLevels(const UcxCommunicatorOptions& options);
+
 // Creates, in this order, the intra-node, inter-node and global communicators (store keys
 // "g<generation>/hier/intra<node>", ".../inter<local index>", ".../global"), UCX unless
 // `device` says otherwise, then composes them. Every rank of the world must call it.

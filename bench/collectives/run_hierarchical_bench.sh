@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The hierarchical composition against OpenMPI, side by side on this host in one run: 4 ranks
+# as 2 "nodes" x 2 local ranks. retort-hier: every level UCX on host buffers. retort-hier-device:
+# the composition GPU workers use (staged inter-node and global levels, device scratch for
+# packing, a device-memory node level) with host memory standing in for the device, so its
+# figures show the cost of the staging copies (memcpy here) on the same machine. OpenMPI:
+# MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Sizes 1-64 MiB,
+# repeated in alternating rounds so every implementation sees the same load; JSON lines to
+# $OUT (default bench/collectives/hierarchical_results.jsonl), median busbw table to stdout.
+# Usage: bench/collectives/run_hierarchical_bench.sh [build_dir]   (env: ROUNDS, OUT)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../scripts/python-env.sh"
+build=${1:-$here/../../build}
+rounds=${ROUNDS:-3}
+out=${OUT:-$here/hierarchical_results.jsonl}
+min_bytes=$((1 << 20)) max_bytes=$((64 << 20))
+: > "$out"
+echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+for round in $(seq "$rounds"); do
+  for backend in hierarchical hierarchical-device; do
+    label=retort-hier; [[ $backend == hierarchical-device ]] && label=retort-hier-device
+    "$build/bench/collectives/collectives_bench" --ranks=4 --backend=$backend --local-size=2 \
+      --min-bytes=$min_bytes --max-bytes=$max_bytes --ops=all_reduce,reduce_scatter \
+      --label=$label | tee -a "$out"
+  done
+  if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
+    mpirun --allow-run-as-root --oversubscribe -np 4 \
+      "$build/bench/collectives/mpi_reference" $min_bytes $max_bytes 2>/dev/null |
+      grep -v all_gather | tee -a "$out"
+  fi
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+"$retort_python" - "$out" <<'PY'
+import json, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    rows.setdefault((r["op"], r["bytes"]), {}).setdefault(r["impl"], []).append(r["busbw_GBps"])
+impls = ["retort-hier", "retort-hier-device", "openmpi"]
+print("| op | MiB | " + " | ".join(impls) + " |")
+print("| --- | --- | " + " | ".join("---" for _ in impls) + " |")
+for (op, size), by_impl in sorted(rows.items()):
+    cells = []
+    for impl in impls:
+        v = by_impl.get(impl)
+        cells.append(f"{statistics.median(v):.3f}" if v else "-")
+    print(f"| {op} | {size / 2**20:.0f} | " + " | ".join(cells) + " |")
+PY
