@@ -68,16 +68,16 @@ StatusOr<double> TimeOp(Communicator& comm, const std::string& op, size_t bytes,
   const size_t count = bytes / sizeof(float);
   const DataType f32 = DataType::kFloat32;
   auto run_once = [&]() -> Status {
-    if (op == "all_reduce") return Check(comm.AllReduce({a.data(), count, f32, memory}, ReduceOp::kSum));
+    if (op == "all_reduce")
+      return Check(comm.AllReduce({a.data(), count, f32, memory}, ReduceOp::kSum));
     if (op == "all_gather") {
       const size_t per = count / n;
       return Check(comm.AllGather({a.data(), per, f32, memory}, {b.data(), per * n, f32, memory}));
     }
     if (op == "reduce_scatter") {
       const size_t per = count / n;
-      return Check(
-          comm.ReduceScatter({a.data(), per * n, f32, memory}, {b.data(), per, f32, memory},
-                             ReduceOp::kSum));
+      return Check(comm.ReduceScatter({a.data(), per * n, f32, memory},
+                                      {b.data(), per, f32, memory}, ReduceOp::kSum));
     }
     if (op == "send_recv") {
       if (comm.rank() == 0) return Check(comm.Send({a.data(), count, f32, memory}, 1, 1));
