@@ -199,5 +199,35 @@ TEST(DataTransforms, PadCropFlipIsAShiftedPossiblyMirroredCopy) {
   EXPECT_LT(flips, 50);
 }
 
+// The geometry every decoder shares: reproducible per seed, the documented draw order
+// (crop, then one draw for the flip), about half of the seeds mirrored, and the central crop
+// without a flip for evaluation (seed 0).
+TEST(DataTransforms, SampleGeometryIsTheSeedsCropThenFlip) {
+  const RandomResizedCropOptions crop;
+  int flips = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    const SampleGeometry g = ChooseSampleGeometry(500, 375, seed, crop, true, 0.875);
+    SplitMix64 rng(seed);
+    const CropBox expected = RandomResizedCropBox(500, 375, crop, rng);
+    EXPECT_EQ(g.box.x, expected.x);
+    EXPECT_EQ(g.box.y, expected.y);
+    EXPECT_EQ(g.box.width, expected.width);
+    EXPECT_EQ(g.box.height, expected.height);
+    EXPECT_EQ(g.flip, (rng.Next() >> 63) != 0) << "seed " << seed;
+    const SampleGeometry again = ChooseSampleGeometry(500, 375, seed, crop, true, 0.875);
+    EXPECT_EQ(again.box.x, g.box.x);
+    EXPECT_EQ(again.flip, g.flip);
+    EXPECT_FALSE(ChooseSampleGeometry(500, 375, seed, crop, false, 0.875).flip);
+    flips += g.flip ? 1 : 0;
+  }
+  EXPECT_GT(flips, 150);
+  EXPECT_LT(flips, 250);
+  const SampleGeometry eval = ChooseSampleGeometry(256, 200, 0, crop, true, 0.875);
+  const CropBox center = CenterCropBox(256, 200, 0.875);
+  EXPECT_EQ(eval.box.x, center.x);
+  EXPECT_EQ(eval.box.width, center.width);
+  EXPECT_FALSE(eval.flip);
+}
+
 }  // namespace
 }  // namespace retort::trainer::data

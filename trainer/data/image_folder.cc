@@ -147,15 +147,11 @@ Status ImageFolderDataset::Get(int64_t index, uint64_t augmentation_seed, float*
   if (!info.ok()) return info.status().WithContext(entry.path);
 
   const int size = options_.image_size;
-  CropBox box;
-  bool flip = false;
-  if (augmentation_seed != 0) {
-    SplitMix64 rng(augmentation_seed);
-    box = RandomResizedCropBox(info->width, info->height, options_.crop, rng);
-    flip = options_.horizontal_flip && (rng.Next() >> 63) != 0;
-  } else {
-    box = CenterCropBox(info->width, info->height, options_.eval_crop_fraction);
-  }
+  const SampleGeometry geometry =
+      ChooseSampleGeometry(info->width, info->height, augmentation_seed, options_.crop,
+                           options_.horizontal_flip, options_.eval_crop_fraction);
+  const CropBox& box = geometry.box;
+  const bool flip = geometry.flip;
   const int downscale = (info->format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
                             ? ChooseDownscale(box, size, size)
                             : 1;

@@ -6,6 +6,20 @@
 
 namespace retort::trainer::data {
 
+SampleGeometry ChooseSampleGeometry(int width, int height, uint64_t augmentation_seed,
+                                    const RandomResizedCropOptions& crop, bool horizontal_flip,
+                                    double eval_crop_fraction) {
+  SampleGeometry g;
+  if (augmentation_seed == 0) {
+    g.box = CenterCropBox(width, height, eval_crop_fraction);
+    return g;
+  }
+  SplitMix64 rng(augmentation_seed);
+  g.box = RandomResizedCropBox(width, height, crop, rng);
+  g.flip = horizontal_flip && (rng.Next() >> 63) != 0;
+  return g;
+}
+
 CropBox RandomResizedCropBox(int width, int height, const RandomResizedCropOptions& options,
                              SplitMix64& rng) {
   const double area = static_cast<double>(width) * height;

@@ -51,6 +51,21 @@ CropBox RandomResizedCropBox(int width, int height, const RandomResizedCropOptio
 // Central crop covering `fraction` of each side (the usual eval transform uses 0.875 = 224/256).
 CropBox CenterCropBox(int width, int height, double fraction);
 
+// Where one sample's pixels come from: the crop box in the full-size image and whether the
+// crop is mirrored. One definition for every decoder (CPU today; a GPU decoder must call it
+// too), so a (seed, sample) pair crops the same pixels whichever decoder runs and the
+// teacher-logit cache stays exact.
+struct SampleGeometry {
+  CropBox box;
+  bool flip = false;
+};
+// Training (augmentation_seed != 0): RandomResizedCrop from a SplitMix64 seeded with the seed,
+// then a horizontal flip with probability 1/2 (the generator's next top bit) when
+// `horizontal_flip`. Evaluation (seed 0): the central crop of `eval_crop_fraction`, no flip.
+SampleGeometry ChooseSampleGeometry(int width, int height, uint64_t augmentation_seed,
+                                    const RandomResizedCropOptions& crop, bool horizontal_flip,
+                                    double eval_crop_fraction);
+
 // Per-channel normalisation: out = (x / 255 - mean[c]) / std[c].
 struct Normalization {
   float mean[3] = {0.f, 0.f, 0.f};
