@@ -1,5 +1,6 @@
-# The CUDA runtime and NCCL that retort's CUDA code links: retort::cudart and retort::nccl
-# (sets RETORT_HAVE_NCCL). Included after torch.cmake.
+# The CUDA runtime, NCCL and nvJPEG that retort's CUDA code links: retort::cudart, retort::nccl
+# (sets RETORT_HAVE_NCCL) and retort::nvjpeg (sets RETORT_HAVE_NVJPEG). Included after
+# torch.cmake.
 #
 # One process must hold one libcudart.so.13 and one libnccl.so.2. When LibTorch comes from a
 # PyPI wheel, its libraries load the runtime and NCCL of the nvidia-* wheels beside it (their
@@ -8,6 +9,7 @@
 # in the toolkit or NCCL_HOME are used. Headers come from the toolkit either way (older headers
 # against a newer runtime of the same major version are supported by CUDA).
 set(RETORT_HAVE_NCCL OFF)
+set(RETORT_HAVE_NVJPEG OFF)
 if(NOT RETORT_HAVE_CUDA)
   return()
 endif()
@@ -46,4 +48,28 @@ if(RETORT_NCCL_INCLUDE_DIR AND RETORT_NCCL_LIBRARY)
   message(STATUS "retort: NCCL ${RETORT_NCCL_LIBRARY}")
 else()
   message(STATUS "retort: no NCCL found (set NCCL_HOME): the NCCL communicator is off")
+endif()
+
+# nvJPEG (the GPU JPEG decoder of the data pipeline): the toolkit's, or the nvidia-nvjpeg wheel
+# beside torch's (scripts/python-requirements.txt installs it). Its library links the CUDA
+# runtime statically, so either works with the runtime above.
+set(_retort_nvjpeg_hints "${CUDAToolkit_LIBRARY_ROOT}" "${CUDAToolkit_TARGET_DIR}")
+if(_retort_wheel_nvidia)
+  list(PREPEND _retort_nvjpeg_hints "${_retort_wheel_nvidia}/cu${CUDAToolkit_VERSION_MAJOR}")
+endif()
+find_path(RETORT_NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${_retort_nvjpeg_hints} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include NO_DEFAULT_PATH)
+find_library(RETORT_NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.${CUDAToolkit_VERSION_MAJOR}
+             NAMES_PER_DIR HINTS ${_retort_nvjpeg_hints} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+if(RETORT_NVJPEG_INCLUDE_DIR AND RETORT_NVJPEG_LIBRARY)
+  add_library(retort::nvjpeg UNKNOWN IMPORTED)
+  set_target_properties(retort::nvjpeg PROPERTIES
+    IMPORTED_LOCATION "${RETORT_NVJPEG_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${RETORT_NVJPEG_INCLUDE_DIR}")
+  set(RETORT_HAVE_NVJPEG ON)
+  message(STATUS "retort: nvJPEG ${RETORT_NVJPEG_LIBRARY}")
+else()
+  message(STATUS "retort: no nvJPEG found (CUDA toolkit or the nvidia-nvjpeg wheel): GPU JPEG "
+                 "decoding is off")
 endif()

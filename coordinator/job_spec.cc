@@ -70,6 +70,7 @@ void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) 
   if (d->kind() == "fashion-mnist" && d->path().empty() && absent("dataset.path"))
     d->set_path("/usr/share/datasets/fashion-mnist");
   if (d->prefetch_batches() == 0 && absent("dataset.prefetch_batches")) d->set_prefetch_batches(4);
+  if (d->decode().empty() && absent("dataset.decode")) d->set_decode("auto");
   if (d->num_classes() == 0 && absent("dataset.num_classes"))
     d->set_num_classes(d->kind() == "fashion-mnist" ? 10 : 1000);
   if (d->image_size() == 0 && absent("dataset.image_size"))
@@ -117,6 +118,9 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
             "'" + d.kind() + "' is not one of fashion-mnist, image-folder, synthetic"));
   if (d.kind() != "synthetic" && d.path().empty())
     return InvalidArgumentError("dataset.path: required for " + d.kind());
+  static const std::set<std::string> decoders = {"cpu", "gpu", "auto"};
+  RETORT_RETURN_IF_ERROR(Range(decoders.count(d.decode()) > 0, "dataset.decode",
+                               "'" + d.decode() + "' is not one of cpu, gpu, auto"));
   RETORT_RETURN_IF_ERROR(IntIn(d.loader_threads(), 0, 256, "dataset.loader_threads"));
   RETORT_RETURN_IF_ERROR(IntIn(d.prefetch_batches(), 1, 1024, "dataset.prefetch_batches"));
   RETORT_RETURN_IF_ERROR(IntIn(d.image_size(), 8, 4096, "dataset.image_size"));

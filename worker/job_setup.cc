@@ -83,8 +83,27 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
   return InvalidArgumentError("dataset.kind '" + d.kind() + "' is not supported");
 }
 
-trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train) {
+StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& device) {
+  const std::string& decode = job.dataset().decode();
+  if (job.dataset().kind() != "image-folder" || decode == "cpu") return -1;
+  const int cuda = device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : -1;
+  if (decode == "gpu" && cuda < 0)
+    return FailedPreconditionError("dataset.decode: gpu, but this worker trains on " + device +
+                                   " (use decode: auto or cpu, or a GPU worker)");
+  if (!trainer::data::NvjpegDecoderBuilt()) {
+    if (decode == "gpu")
+      return FailedPreconditionError(
+          "dataset.decode: gpu needs nvJPEG, which this build lacks (no CUDA toolkit or "
+          "nvidia-nvjpeg wheel was found at build time)");
+    return -1;
+  }
+  return cuda;
+}
+
+trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train,
+                                               int decode_device) {
   trainer::data::LoaderOptions o;
+  o.decode_device = decode_device;
   o.global_batch = job.global_batch();
   o.seed = job.seed();
   o.drop_last = train;

@@ -31,7 +31,14 @@ StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& model,
 // Opens the train (augmented as the spec says) or test split of the job's dataset.
 StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,
                                                                     bool train);
-trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train);
+// `decode_device`: ResolveDecodeDevice's answer (-1: decode into host memory).
+trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train,
+                                               int decode_device = -1);
+// Where dataset.decode puts the training loader's decoding on a worker that trains on `device`
+// ("cpu" or "cuda:N"): the CUDA device index, or -1 for the CPU. Only image folders decode on
+// the GPU (other datasets: -1). "auto" picks the GPU on a CUDA worker when the build has
+// nvJPEG; "gpu" on a CPU worker, or without nvJPEG, is FAILED_PRECONDITION saying which.
+StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& device);
 trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_steps);
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,

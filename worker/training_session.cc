@@ -97,8 +97,11 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
   if (teacher_) RETORT_RETURN_IF_ERROR(CheckTeacherBeatsChance(job, *teacher_, *test_set_));
-  RETORT_ASSIGN_OR_RETURN(loader_,
-                          trainer::data::Loader::Create(train_set_, MakeLoaderOptions(job, true)));
+  RETORT_ASSIGN_OR_RETURN(const int decode_device, ResolveDecodeDevice(job, options_.device));
+  if (decode_device >= 0)
+    LOG_INFO("trainer") << "JPEGs decode on cuda:" << decode_device << " (nvJPEG)";
+  RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(
+                                       train_set_, MakeLoaderOptions(job, true, decode_device)));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();

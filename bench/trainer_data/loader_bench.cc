@@ -40,6 +40,7 @@ struct BenchOptions {
   int image_size = 224;
   bool dct_scaling = true;
   bool augment = true;
+  int decode_device = -1;
 };
 
 // Smooth colour field plus noise: compresses like a photograph (neither flat nor pure noise).
@@ -104,6 +105,7 @@ Status Run(const BenchOptions& o) {
   options.augment = o.augment;
   options.seed = 1;
   options.drop_last = true;
+  options.decode_device = o.decode_device;
   RETORT_ASSIGN_OR_RETURN(auto loader, Loader::Create(dataset, options));
   RETORT_RETURN_IF_ERROR(loader->Seek(SamplerState{0, 0}, 0, 1));
   for (int64_t i = 0; i < o.warmup; ++i) {
@@ -122,11 +124,12 @@ Status Run(const BenchOptions& o) {
   std::printf(
       "{\"bench\":\"trainer_data_loader\",\"impl\":\"retort\",\"dataset\":\"%s\",\"threads\":%d,"
       "\"depth\":%d,\"batch\":%lld,\"steps\":%lld,\"image_size\":%d,\"dct_scaling\":%s,"
-      "\"augment\":%s,\"images\":%lld,\"seconds\":%.4f,\"images_per_s\":%.1f,"
-      "\"mean_next_wait_ms\":%.3f}\n",
+      "\"augment\":%s,\"decode\":\"%s\",\"images\":%lld,\"seconds\":%.4f,"
+      "\"images_per_s\":%.1f,\"mean_next_wait_ms\":%.3f}\n",
       o.dataset.c_str(), o.threads, o.depth, static_cast<long long>(o.batch),
       static_cast<long long>(o.steps), o.image_size, o.dct_scaling ? "true" : "false",
-      o.augment ? "true" : "false", static_cast<long long>(images), seconds, images / seconds,
+      o.augment ? "true" : "false", o.decode_device >= 0 ? "gpu" : "cpu",
+      static_cast<long long>(images), seconds, images / seconds,
       1000.0 * waited / static_cast<double>(o.steps));
   return Status::Ok();
 }
@@ -155,6 +158,9 @@ int main(int argc, char** argv) {
   args.AddInt("image-size", &o.image_size, "output side for image_folder / synthetic");
   args.AddBool("dct-scaling", &o.dct_scaling, "JPEG DCT-domain downscaling");
   args.AddBool("augment", &o.augment, "training augmentation");
+  args.AddInt("decode-device", &o.decode_device,
+              "decode image_folder JPEGs on this CUDA device (nvJPEG; -1: the CPU), batches "
+              "delivered as device tensors");
   if (auto code = args.ParseOrExitCode(argc, argv, "trainer_data_bench")) return *code;
   retort::Status status = retort::trainer::data::Run(o);
   if (!status.ok()) {

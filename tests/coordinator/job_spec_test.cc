@@ -150,6 +150,8 @@ TEST(JobSpecTest, TableOfBadValuesIsRefusedNamingTheField) {
       {"dataset: {path: \"\"}\n", "dataset.path: empty string"},
       {"dataset: {augment: 1}\n", "dataset.augment: expected true or false, got '1'"},
       {"dataset: {skip_corrupt: \"true\"}\n", "dataset.skip_corrupt: expected true or false"},
+      {"dataset: {decode: tpu}\n", "dataset.decode: 'tpu' is not one of cpu, gpu, auto"},
+      {"dataset: {decode: \"\"}\n", "dataset.decode: empty string"},
       {"dataset: {loader_threads: -1}\n", "dataset.loader_threads: must be in [0, 256], got -1"},
       {"dataset: {loader_threads: 257}\n", "dataset.loader_threads: must be in [0, 256], got 257"},
       {"dataset: {prefetch_batches: 0}\n", "dataset.prefetch_batches: must be in [1, 1024], got 0"},

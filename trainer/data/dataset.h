@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
+#include "trainer/data/device_decoder.h"
 
 namespace retort::trainer::data {
 
@@ -36,6 +38,13 @@ class Dataset {
 
   // Human-readable identity of a sample for error messages (a file path, "train[17]").
   virtual std::string SampleName(int64_t index) const = 0;
+
+  // The same sample as Get, written to `out` in device memory through `decoder` (the loader's
+  // batches live on a GPU: dataset.decode gpu). This default decodes on the CPU into
+  // `*host_scratch` (resized as needed) and uploads; datasets whose decoding the device does
+  // better override it. Same errors as Get.
+  virtual Status GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out, int64_t* label,
+                             DeviceDecoder& decoder, std::vector<float>* host_scratch) const;
 };
 
 }  // namespace retort::trainer::data

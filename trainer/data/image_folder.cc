@@ -134,38 +134,85 @@ StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
   return dataset;
 }
 
-Status ImageFolderDataset::Get(int64_t index, uint64_t augmentation_seed, float* out,
-                               int64_t* label) const {
+Status ImageFolderDataset::Read(int64_t index, std::string* bytes, ImageInfo* info) const {
   if (index < 0 || index >= size()) {
     return OutOfRangeError(options_.root + ": sample index " + std::to_string(index) +
                            " out of range [0, " + std::to_string(size()) + ")");
   }
   const Entry& entry = files_[static_cast<size_t>(index)];
-  RETORT_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(entry.path));
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  StatusOr<ImageInfo> info = ReadImageInfo(data, bytes.size());
-  if (!info.ok()) return info.status().WithContext(entry.path);
+  RETORT_ASSIGN_OR_RETURN(*bytes, ReadWholeFile(entry.path));
+  StatusOr<ImageInfo> read =
+      ReadImageInfo(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  if (!read.ok()) return read.status().WithContext(entry.path);
+  *info = *read;
+  return Status::Ok();
+}
 
+SampleGeometry ImageFolderDataset::Geometry(const ImageInfo& info, uint64_t seed) const {
+  return ChooseSampleGeometry(info.width, info.height, seed, options_.crop,
+                              options_.horizontal_flip, options_.eval_crop_fraction);
+}
+
+Status ImageFolderDataset::Get(int64_t index, uint64_t augmentation_seed, float* out,
+                               int64_t* label) const {
+  std::string bytes;
+  ImageInfo info;
+  RETORT_RETURN_IF_ERROR(Read(index, &bytes, &info));
+  RETORT_RETURN_IF_ERROR(DecodeOnCpu(index, bytes, info, augmentation_seed, out));
+  *label = files_[static_cast<size_t>(index)].label;
+  return Status::Ok();
+}
+
+Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
+                                       const ImageInfo& info, uint64_t augmentation_seed,
+                                       float* out) const {
+  const Entry& entry = files_[static_cast<size_t>(index)];
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const int size = options_.image_size;
-  const SampleGeometry geometry =
-      ChooseSampleGeometry(info->width, info->height, augmentation_seed, options_.crop,
-                           options_.horizontal_flip, options_.eval_crop_fraction);
-  const CropBox& box = geometry.box;
-  const bool flip = geometry.flip;
-  const int downscale = (info->format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
-                            ? ChooseDownscale(box, size, size)
+  const SampleGeometry geometry = Geometry(info, augmentation_seed);
+  const int downscale = (info.format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
+                            ? ChooseDownscale(geometry.box, size, size)
                             : 1;
   StatusOr<DecodedImage> image = DecodeImage(data, bytes.size(), downscale);
   if (!image.ok()) return image.status().WithContext(entry.path);
-  CropRegion region = box;
+  CropRegion region = geometry.box;
   if (downscale != 1) {
     // The same region in the downscaled image (continuous coordinates, no rounding).
-    region = region.Scaled(static_cast<double>(image->width) / info->width,
-                           static_cast<double>(image->height) / info->height);
+    region = region.Scaled(static_cast<double>(image->width) / info.width,
+                           static_cast<double>(image->height) / info.height);
   }
-  static const Normalization kNorm = ImageNetNormalization();
   CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels, region,
-                      size, size, flip, kNorm, out);
+                      size, size, geometry.flip, ImageNetNormalization(), out);
+  return Status::Ok();
+}
+
+Status ImageFolderDataset::GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out,
+                                       int64_t* label, DeviceDecoder& decoder,
+                                       std::vector<float>* host_scratch) const {
+  std::string bytes;
+  ImageInfo info;
+  RETORT_RETURN_IF_ERROR(Read(index, &bytes, &info));
+  const Entry& entry = files_[static_cast<size_t>(index)];
+  if (info.format == ImageFormat::kJpeg) {
+    Status on_device = decoder.DecodeJpeg(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                          bytes.size(), Geometry(info, augmentation_seed),
+                                          options_.image_size, ImageNetNormalization(), out);
+    if (on_device.ok()) {
+      *label = entry.label;
+      return Status::Ok();
+    }
+    if (on_device.code() != StatusCode::kUnimplemented &&
+        on_device.code() != StatusCode::kDataLoss) {
+      return on_device.WithContext(entry.path);
+    }
+    // The CPU decoder takes it from here: it decodes what the device decoder does not
+    // support, and names a corrupt file exactly as the CPU path does.
+    cpu_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  }
+  const size_t floats = static_cast<size_t>(shape().numel());
+  if (host_scratch->size() < floats) host_scratch->resize(floats);
+  RETORT_RETURN_IF_ERROR(DecodeOnCpu(index, bytes, info, augmentation_seed, host_scratch->data()));
+  RETORT_RETURN_IF_ERROR(decoder.Upload(host_scratch->data(), floats, out).WithContext(entry.path));
   *label = entry.label;
   return Status::Ok();
 }

@@ -18,6 +18,7 @@
 // Thread-safety: immutable after Open(); Get() is safe from any number of threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "common/status.h"
 #include "trainer/data/dataset.h"
+#include "trainer/data/image_codec.h"
 #include "trainer/data/image_transforms.h"
 
 namespace retort::trainer::data {
@@ -61,6 +63,13 @@ class ImageFolderDataset final : public Dataset {
   std::string SampleName(int64_t index) const override {
     return files_[static_cast<size_t>(index)].path;
   }
+  // JPEGs through `decoder` (the same geometry as Get, from the full-size image); PNGs, and
+  // JPEGs the device decoder refuses (UNIMPLEMENTED) or cannot decode (DATA_LOSS), through the
+  // CPU decoder and an upload, so a corrupt file fails exactly as in Get.
+  Status GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out, int64_t* label,
+                     DeviceDecoder& decoder, std::vector<float>* host_scratch) const override;
+  // JPEGs GetOnDevice handed to the CPU decoder after the device decoder refused them.
+  int64_t cpu_fallbacks() const { return cpu_fallbacks_.load(std::memory_order_relaxed); }
 
   const std::vector<std::string>& classes() const { return classes_; }
   int64_t label(int64_t index) const { return files_[static_cast<size_t>(index)].label; }
@@ -71,10 +80,17 @@ class ImageFolderDataset final : public Dataset {
     int64_t label;
   };
   ImageFolderDataset() = default;
+  // The file's bytes and header; errors name the file.
+  Status Read(int64_t index, std::string* bytes, ImageInfo* info) const;
+  SampleGeometry Geometry(const ImageInfo& info, uint64_t augmentation_seed) const;
+  // Get's decoding, from bytes already read.
+  Status DecodeOnCpu(int64_t index, const std::string& bytes, const ImageInfo& info,
+                     uint64_t augmentation_seed, float* out) const;
 
   ImageFolderOptions options_;
   std::vector<std::string> classes_;
   std::vector<Entry> files_;
+  mutable std::atomic<int64_t> cpu_fallbacks_{0};
 };
 
 }  // namespace retort::trainer::data

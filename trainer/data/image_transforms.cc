@@ -76,30 +76,14 @@ Normalization FashionMnistNormalization() {
   return Normalization{{0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}};
 }
 
-namespace {
-
-// Resampling weights of one axis: output o reads source samples start[o] .. start[o]+count[o]-1
-// with weights[o * max_taps + k] (normalised to sum 1).
-struct AxisTaps {
-  std::vector<int> start;
-  std::vector<int> count;
-  std::vector<float> weights;
-  int max_taps = 0;
-};
-
-// PIL's bilinear resampling (what torchvision's Resize/RandomResizedCrop use on PIL images):
-// a triangle filter whose support grows with the downscale factor, so downscaling averages
-// (antialiasing) instead of skipping pixels; for upscaling it is plain bilinear interpolation
-// with half-pixel centres. Taps are limited to the region (as after an explicit crop) and to
-// the image.
-AxisTaps ResampleTaps(int out_size, double offset, double extent, int src_size) {
+ResampleAxis ResampleTaps(int out_size, double offset, double extent, int src_size) {
   const double scale = extent / out_size;
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;  // triangle support 1, stretched
   const int lo_limit = std::max(0, static_cast<int>(std::floor(offset)));
   const int hi_limit =
       std::max(lo_limit + 1, std::min(src_size, static_cast<int>(std::ceil(offset + extent))));
-  AxisTaps taps;
+  ResampleAxis taps;
   taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
   taps.start.resize(static_cast<size_t>(out_size));
   taps.count.resize(static_cast<size_t>(out_size));
@@ -130,13 +114,11 @@ AxisTaps ResampleTaps(int out_size, double offset, double extent, int src_size) 
   return taps;
 }
 
-}  // namespace
-
 void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
                          const CropRegion& region, int out_width, int out_height, bool flip,
                          const Normalization& norm, float* out) {
-  const AxisTaps xs = ResampleTaps(out_width, region.x, region.width, width);
-  const AxisTaps ys = ResampleTaps(out_height, region.y, region.height, height);
+  const ResampleAxis xs = ResampleTaps(out_width, region.x, region.width, width);
+  const ResampleAxis ys = ResampleTaps(out_height, region.y, region.height, height);
   // Source rows any output row reads.
   int row_begin = height;
   int row_end = 0;

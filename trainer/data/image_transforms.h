@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "trainer/data/random.h"
 
@@ -73,6 +74,24 @@ struct Normalization {
 };
 Normalization ImageNetNormalization();
 Normalization FashionMnistNormalization();
+
+// Resampling weights of one axis: output o reads source samples start[o] .. start[o]+count[o]-1
+// with weights[o * max_taps + k] (normalised to sum 1).
+struct ResampleAxis {
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<float> weights;
+  int max_taps = 0;
+};
+
+// PIL's bilinear resampling weights (what torchvision's Resize/RandomResizedCrop use on PIL
+// images) for `out_size` outputs from [offset, offset + extent) of an axis of `src_size`
+// samples: a triangle filter whose support grows with the downscale factor, so downscaling
+// averages (antialiasing) instead of skipping pixels; for upscaling plain bilinear interpolation
+// with half-pixel centres. Taps stay inside the region (as after an explicit crop) and the
+// image. The one definition of the resampling for the CPU path (CropResizeNormalize) and the
+// GPU decoder's kernels.
+ResampleAxis ResampleTaps(int out_size, double offset, double extent, int src_size);
 
 // Crops `region` out of `src` (height x width x channels, row-major, 8-bit), resizes it to
 // out_height x out_width with PIL's bilinear filter (torchvision's default on PIL images: a

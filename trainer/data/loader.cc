@@ -46,6 +46,13 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> 
     return FailedPreconditionError(
         "loader: pin_memory needs a CUDA-enabled LibTorch and a visible GPU");
   }
+  if (options.decode_device >= 0 &&
+      (!torch::cuda::is_available() ||
+       options.decode_device >= static_cast<int>(torch::cuda::device_count()))) {
+    return FailedPreconditionError(
+        "loader: batches on cuda:" + std::to_string(options.decode_device) +
+        " need a CUDA-enabled LibTorch and that GPU visible");
+  }
   if (dataset->shape().numel() <= 0)
     return InvalidArgumentError("loader: dataset has an empty sample shape");
   SamplerConfig config;
@@ -119,8 +126,12 @@ Status Loader::RefillLocked() {
     job->used_indices = slice.indices;
     job->used_seeds = job->seeds;
     const auto pinned = torch::TensorOptions().pinned_memory(options_.pin_memory);
-    job->images =
-        torch::empty({n, shape.channels, shape.height, shape.width}, pinned.dtype(torch::kFloat32));
+    const auto image_options =
+        options_.decode_device >= 0
+            ? torch::TensorOptions().device(torch::kCUDA, options_.decode_device)
+            : pinned;
+    job->images = torch::empty({n, shape.channels, shape.height, shape.width},
+                               image_options.dtype(torch::kFloat32));
     job->labels = torch::empty({n}, pinned.dtype(torch::kInt64));
     job->image_data = job->images.data_ptr<float>();
     job->label_data = job->labels.data_ptr<int64_t>();
@@ -144,7 +155,8 @@ void Loader::MarkCorrupt(int64_t index) {
   corrupt_.insert(index);
 }
 
-Status Loader::DecodeSlot(Job& job, int64_t slot) {
+Status Loader::DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder,
+                          std::vector<float>* scratch) {
   const auto s = static_cast<size_t>(slot);
   float* out = job.image_data + slot * sample_numel_;
   int64_t* label = job.label_data + slot;
@@ -159,7 +171,9 @@ Status Loader::DecodeSlot(Job& job, int64_t slot) {
         attempt == 0
             ? job.seeds[s]
             : (options_.augment ? AugmentationSeed(options_.seed, job.slice.epoch, index) : 0);
-    Status status = dataset_->Get(index, seed, out, label);
+    Status status = decoder != nullptr
+                        ? dataset_->GetOnDevice(index, seed, out, label, *decoder, scratch)
+                        : dataset_->Get(index, seed, out, label);
     if (status.ok()) {
       job.used_indices[s] = index;
       job.used_seeds[s] = seed;
@@ -188,6 +202,23 @@ Status Loader::DecodeSlot(Job& job, int64_t slot) {
 }
 
 void Loader::DecodeLoop() {
+  // This thread's device decoder (dataset.decode gpu), made on first use; a failure to make one
+  // is every batch's error.
+  std::unique_ptr<DeviceDecoder> decoder;
+  Status decoder_error;
+  std::vector<float> scratch;
+  auto device_decoder = [&]() -> StatusOr<DeviceDecoder*> {
+    if (decoder == nullptr && decoder_error.ok()) {
+      auto made = options_.device_decoder_factory ? options_.device_decoder_factory()
+                                                  : CreateNvjpegDecoder(options_.decode_device);
+      if (made.ok())
+        decoder = std::move(*made);
+      else
+        decoder_error = made.status();
+    }
+    if (!decoder_error.ok()) return decoder_error;
+    return decoder.get();
+  };
   MutexLock lock(mu_);
   while (!stop_) {
     std::shared_ptr<Job> job;
@@ -207,11 +238,19 @@ void Loader::DecodeLoop() {
     ++job->in_flight;
     lock.Unlock();
     Status status;
+    DeviceDecoder* on_device = nullptr;
+    if (DecodesOnDevice()) {
+      auto d = device_decoder();
+      if (d.ok())
+        on_device = *d;
+      else
+        status = d.status();
+    }
     for (int64_t slot = begin; slot < end && status.ok(); ++slot) {
       // A throwing dataset must not take the process down from a decode thread: the exception
       // becomes this batch's error, reported on the consumer's Next().
       try {
-        status = DecodeSlot(*job, slot);
+        status = DecodeSlot(*job, slot, on_device, &scratch);
       } catch (const std::exception& e) {
         status = InternalError(dataset_->SampleName(job->slice.indices[static_cast<size_t>(slot)]) +
                                ": exception while decoding: " + e.what());

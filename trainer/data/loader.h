@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -48,6 +49,14 @@ struct LoaderOptions {
   // asynchronous (non_blocking). Needs a CUDA-enabled LibTorch with a visible device: Create()
   // returns FailedPrecondition otherwise.
   bool pin_memory = false;
+  // >= 0: batches live in the memory of CUDA device `decode_device` and every sample is decoded
+  // there (Dataset::GetOnDevice, one DeviceDecoder per decode thread: nvJPEG for image
+  // folders, CPU decoding and an upload otherwise). Needs a CUDA-enabled LibTorch and the
+  // device: Create() returns FailedPrecondition otherwise. -1: host memory.
+  int decode_device = -1;
+  // Makes each decode thread's DeviceDecoder. Empty: nvJPEG on decode_device. Tests pass a
+  // host-memory decoder with decode_device -1: the device path with batches in host memory.
+  std::function<StatusOr<std::unique_ptr<DeviceDecoder>>()> device_decoder_factory;
 };
 
 struct LoaderStats {
@@ -90,7 +99,12 @@ class Loader {
   // Plans jobs from plan_cursor_ until prefetch_depth are queued.
   Status RefillLocked() RETORT_REQUIRES(mu_);
   // Decodes one sample slot of `job` (with replacement when skip_corrupt).
-  Status DecodeSlot(Job& job, int64_t slot);
+  // `decoder` (may be null: Dataset::Get into host memory) and `scratch` are the calling
+  // decode thread's.
+  Status DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder, std::vector<float>* scratch);
+  bool DecodesOnDevice() const {
+    return options_.decode_device >= 0 || static_cast<bool>(options_.device_decoder_factory);
+  }
   bool KnownCorrupt(int64_t index) RETORT_EXCLUDES(corrupt_mu_);
   void MarkCorrupt(int64_t index) RETORT_EXCLUDES(corrupt_mu_);
 

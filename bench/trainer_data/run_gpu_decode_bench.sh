@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# JPEG input on a GPU (scripts/gpu-check runs it): an ImageNet-like folder (500x375, quality 90,
+# made by trainer_data_bench), batch 256 at 224x224, images/s delivered as ready batches for
+# retort with GPU decoding (nvJPEG, 4 decode threads) and with CPU decoding at 4 / 8 / 16
+# threads, and a PyTorch DataLoader (PIL) at 8 workers, in one run. Prints one JSON object.
+# Usage: bench/trainer_data/run_gpu_decode_bench.sh BUILD_DIR [PYTHON]
+set -euo pipefail
+build=${1:?usage: run_gpu_decode_bench.sh BUILD_DIR [PYTHON]}
+python=${2:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+bench=$build/bench/trainer_data/trainer_data_bench
+folder=$(mktemp -d /tmp/retort_gpu_jpeg.XXXXXX)
+trap 'rm -rf "$folder"' EXIT
+"$bench" --make-jpeg-folder "$folder" --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 \
+  --jpeg-height 375 >&2
+lines=()
+common=(--dataset image_folder --root "$folder" --batch 256 --steps "${STEPS:-12}" --warmup 2)
+lines+=("$("$bench" "${common[@]}" --threads 4 --decode-device 0 --no-dct-scaling)")
+for threads in 4 8 16; do
+  lines+=("$("$bench" "${common[@]}" --threads "$threads")")
+done
+lines+=("$("$python" "$here/reference_loader.py" --dataset image_folder --root "$folder" \
+  --batch 256 --threads 8 --steps "${STEPS:-12}")")
+printf '%s\n' "${lines[@]}" | "$python" -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+print(json.dumps({"bench": "gpu_decode", "results": rows}))'

@@ -1,0 +1,40 @@
+// DeviceDecoder: where a decode thread of the data loader puts samples when batches live on a
+// GPU (dataset.decode: gpu). One per decode thread, used by that thread only. Std only: the
+// nvJPEG implementation (gpu/nvjpeg_decoder.cc) is the CUDA surface behind it, and CPU tests
+// drive the dataset's routing (JPEG to the device decoder, everything else and every failure it
+// reports to the CPU decoder) through a host-memory implementation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "trainer/data/image_transforms.h"
+
+namespace retort::trainer::data {
+
+class DeviceDecoder {
+ public:
+  virtual ~DeviceDecoder() = default;
+  // Decodes the JPEG in `bytes`, crops `geometry.box` (in full-size pixels), resizes it to
+  // out_size x out_size with the CPU path's resampling (ResampleTaps), mirrors it when
+  // `geometry.flip`, normalises with `norm` and writes 3 x out_size x out_size floats (CHW) to
+  // `out` in device memory; finished when it returns. UNIMPLEMENTED when this JPEG needs the CPU
+  // decoder (CMYK, more than 3 components, a coding the device decoder lacks) and DATA_LOSS
+  // when it cannot be decoded: the caller falls back to the CPU decoder, which then decides
+  // (decodes it, or reports it corrupt as it always does).
+  virtual Status DecodeJpeg(const uint8_t* bytes, size_t size, const SampleGeometry& geometry,
+                            int out_size, const Normalization& norm, float* out) = 0;
+  // Copies `floats` host floats (a CPU-decoded sample) to `out` in device memory; finished when
+  // it returns.
+  virtual Status Upload(const float* host, size_t floats, float* out) = 0;
+};
+
+// Whether this build holds the nvJPEG decoder (gpu/nvjpeg_decoder.cc).
+bool NvjpegDecoderBuilt();
+// An nvJPEG decoder on CUDA device `device`. FAILED_PRECONDITION, saying why, in a build
+// without nvJPEG or when no GPU is visible.
+StatusOr<std::unique_ptr<DeviceDecoder>> CreateNvjpegDecoder(int device);
+
+}  // namespace retort::trainer::data
