@@ -78,20 +78,20 @@ WorkPtr Communicator::Barrier(const CollectiveOptions& options) { return DoBarri
 
 WorkPtr Communicator::Send(ConstBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
-  return IssueIfValid("send",
-                      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data,
-                                                       data.count, "send"),
-                                  CheckMemory(data.memory, "send data")}),
-                      [&] { return DoSend(data, peer, tag, options); });
+  return IssueIfValid(
+      "send",
+      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "send"),
+                  CheckMemory(data.memory, "send data")}),
+      [&] { return DoSend(data, peer, tag, options); });
 }
 
 WorkPtr Communicator::Recv(MutableBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
-  return IssueIfValid("recv",
-                      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data,
-                                                       data.count, "recv"),
-                                  CheckMemory(data.memory, "recv data")}),
-                      [&] { return DoRecv(data, peer, tag, options); });
+  return IssueIfValid(
+      "recv",
+      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "recv"),
+                  CheckMemory(data.memory, "recv data")}),
+      [&] { return DoRecv(data, peer, tag, options); });
 }
 
 WorkPtr Communicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
@@ -122,6 +122,19 @@ WorkPtr Communicator::AllGather(ConstBuffer input, MutableBuffer output,
       "all_gather",
       ValidateEqualCounts("all_gather", "output", output.count, "input", input.count, size()),
       [&] { return AllGatherV(input, output, std::vector<size_t>(size(), input.count), options); });
+}
+
+Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,
+                         const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
+  CollectiveOptions sub;
+  sub.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
+  WorkPtr work = issue(sub);
+  for (;;) {
+    Status s = work->Wait(Deadline::AfterMs(20));
+    if (work->IsCompleted()) return s;
+    if (parent.abort_requested() || broken.load()) work->Abort();
+  }
 }
 
 }  // namespace retort::collectives

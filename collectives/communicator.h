@@ -15,8 +15,9 @@
 //    Build a new communicator (normally for the next generation).
 //  - Buffers: raw pointer + count + dtype + memory kind, owned by the caller and left untouched
 //    by the caller until the Work completes. A buffer in memory the backend does not take
-//    (AcceptsMemory) is refused with INVALID_ARGUMENT naming the kind and the backend. Counts are in elements. Input and output must not
-//    overlap, except where an operation documents an in-place form.
+//    (AcceptsMemory) is refused with INVALID_ARGUMENT naming the kind and the backend. Counts are
+//    in elements. Input and output must not overlap, except where an operation documents an
+//    in-place form.
 //  - Arguments are checked when an operation is issued: a bad one completes its Work at once
 //    with INVALID_ARGUMENT naming it, and leaves the communicator usable.
 //  - Reductions: fp32, bf16, fp16; 16-bit types reduce with fp32 arithmetic per step. kAverage
@@ -25,8 +26,10 @@
 // loop); Work objects may be waited on from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,5 +123,11 @@ class Communicator {
                               MutableBuffer output, const std::vector<size_t>& recv_counts,
                               const CollectiveOptions& options) = 0;
 };
+
+// For compositions (hierarchical, staged): issues a sub-operation with the time `parent` has
+// left, waits for it, and aborts it once `parent` is aborted or `broken` (the composition's
+// executor broke) is set. The sub-operation's final status.
+Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,
+                         const std::function<WorkPtr(const CollectiveOptions&)>& issue);
 
 }  // namespace retort::collectives

@@ -117,15 +117,7 @@ WorkPtr HierarchicalCommunicator::Submit(std::string description, const Collecti
 
 Status HierarchicalCommunicator::Await(
     Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  CollectiveOptions sub;
-  sub.timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
-  WorkPtr work = issue(sub);
-  for (;;) {
-    Status s = work->Wait(Deadline::AfterMs(20));
-    if (work->IsCompleted()) return s;
-    if (parent.abort_requested() || executor_->aborted_flag()->load()) work->Abort();
-  }
+  return AwaitSubOperation(parent, *executor_->aborted_flag(), issue);
 }
 
 StatusOr<char*> HierarchicalCommunicator::Scratch(int which, size_t bytes, MemoryKind memory) {

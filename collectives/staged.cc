@@ -68,15 +68,7 @@ WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOpti
 
 Status StagedCommunicator::Await(Work& parent,
                                  const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  CollectiveOptions sub;
-  sub.timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
-  WorkPtr work = issue(sub);
-  for (;;) {
-    Status s = work->Wait(Deadline::AfterMs(20));
-    if (work->IsCompleted()) return s;
-    if (parent.abort_requested() || executor_->aborted_flag()->load()) work->Abort();
-  }
+  return AwaitSubOperation(parent, *executor_->aborted_flag(), issue);
 }
 
 Status StagedCommunicator::EnsureSlot(int slot, size_t in_bytes, size_t out_bytes) {
@@ -149,6 +141,29 @@ Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
     }
   }
   return status;
+}
+
+std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(
+    MutableBuffer data, bool copy_in, bool copy_back,
+    std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)> inner_op) const {
+  const size_t elem = DataTypeSize(data.dtype);
+  const size_t parts = ChunkCount(data.bytes());
+  const MemoryKind staging = copier_->staging_kind();
+  std::vector<Chunk> chunks(parts);
+  for (size_t k = 0; k < parts; ++k) {
+    Chunk& c = chunks[k];
+    const size_t n = SliceSize(data.count, k, parts);
+    char* device = static_cast<char*>(data.data) + SliceBegin(data.count, k, parts) * elem;
+    c.in_bytes = n * elem;
+    c.in_place = true;
+    if (n > 0 && copy_in) c.to_host.push_back({device, 0, n * elem});
+    if (n > 0 && copy_back) c.to_device.push_back({device, 0, n * elem});
+    c.run = [inner_op, n, dtype = data.dtype, staging](char* in, char*,
+                                                       const CollectiveOptions& o) {
+      return inner_op(MutableBuffer{in, n, dtype, staging}, o);
+    };
+  }
+  return chunks;
 }
 
 WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
@@ -258,25 +273,11 @@ WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
     });
   }
   return Submit("all_reduce (staged)", options, [=, this](Work& work) {
-    const size_t elem = DataTypeSize(data.dtype);
-    const size_t parts = ChunkCount(data.bytes());
-    const MemoryKind staging = copier_->staging_kind();
-    std::vector<Chunk> chunks(parts);
-    for (size_t k = 0; k < parts; ++k) {
-      Chunk& c = chunks[k];
-      const size_t n = SliceSize(data.count, k, parts);
-      char* device = static_cast<char*>(data.data) + SliceBegin(data.count, k, parts) * elem;
-      c.in_bytes = n * elem;
-      c.in_place = true;
-      if (n > 0) {
-        c.to_host.push_back({device, 0, n * elem});
-        c.to_device.push_back({device, 0, n * elem});
-      }
-      c.run = [this, n, op, dtype = data.dtype, staging](char* in, char*,
-                                                         const CollectiveOptions& o) {
-        return inner_->AllReduce({in, n, dtype, staging}, op, o);
-      };
-    }
+    std::vector<Chunk> chunks =
+        FlatChunks(data, /*copy_in=*/true, /*copy_back=*/true,
+                   [this, op](MutableBuffer slice, const CollectiveOptions& o) {
+                     return inner_->AllReduce(slice, op, o);
+                   });
     return RunChunks(work, chunks);
   });
 }
@@ -290,22 +291,11 @@ WorkPtr StagedCommunicator::DoBroadcast(MutableBuffer data, int root,
     });
   }
   return Submit("broadcast (staged)", options, [=, this](Work& work) {
-    const size_t elem = DataTypeSize(data.dtype);
-    const size_t parts = ChunkCount(data.bytes());
-    const MemoryKind staging = copier_->staging_kind();
-    std::vector<Chunk> chunks(parts);
-    for (size_t k = 0; k < parts; ++k) {
-      Chunk& c = chunks[k];
-      const size_t n = SliceSize(data.count, k, parts);
-      char* device = static_cast<char*>(data.data) + SliceBegin(data.count, k, parts) * elem;
-      c.in_bytes = n * elem;
-      c.in_place = true;
-      if (n > 0) (rank() == root ? c.to_host : c.to_device).push_back({device, 0, n * elem});
-      c.run = [this, n, root, dtype = data.dtype, staging](char* in, char*,
-                                                           const CollectiveOptions& o) {
-        return inner_->Broadcast({in, n, dtype, staging}, root, o);
-      };
-    }
+    std::vector<Chunk> chunks =
+        FlatChunks(data, /*copy_in=*/rank() == root, /*copy_back=*/rank() != root,
+                   [this, root](MutableBuffer slice, const CollectiveOptions& o) {
+                     return inner_->Broadcast(slice, root, o);
+                   });
     return RunChunks(work, chunks);
   });
 }

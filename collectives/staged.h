@@ -107,6 +107,12 @@ class StagedCommunicator final : public Communicator {
   static CollectiveOptions RemainingOf(const Work& work);
   // The staging buffers of slot `slot` (0 or 1), grown to hold `in`/`out` bytes.
   Status EnsureSlot(int slot, size_t in_bytes, size_t out_bytes);
+  // The chunks of an in-place operation on the flat buffer `data` (all-reduce, broadcast):
+  // chunk k is its k-th slice, copied in when `copy_in` and back when `copy_back`, run through
+  // `inner_op` on the slice's staging copy.
+  std::vector<Chunk> FlatChunks(
+      MutableBuffer data, bool copy_in, bool copy_back,
+      std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)> inner_op) const;
   // Runs `chunks` through staging, pipelined as described above.
   Status RunChunks(Work& work, std::vector<Chunk>& chunks);
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
