@@ -39,8 +39,12 @@ std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const ClientSec
 std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
                                                       const ClientSecurity& security) {
   grpc::ChannelArguments args;
+  // A ping sent just before a short link blip is answered once TCP retransmits, 1-3 s after
+  // the link is back: a 2 s timeout closed such connections after the blip had healed, which
+  // the coordinator took for a dead worker (its stream closed). 5 s rides out blips of ~2 s;
+  // a dead coordinator host is still noticed within 7 s (a dead process at once: RST).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Reconnect quickly after a coordinator restart.
