@@ -155,7 +155,10 @@ std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
   std::ofstream(run_dir + "/job.yaml") << trajectory;
   std::string log;
   int rc = testing::RunCommand({BinaryPath("tools/retort-run"), "--job=" + run_dir + "/job.yaml",
-                                "--workers=2", "--output-dir=" + run_dir + "/out"},
+                                "--workers=2", "--output-dir=" + run_dir + "/out",
+                                // The CPU run, also on a GPU machine (scenarios on GPUs compare
+                                // against it).
+                                "--worker-arg=--device=cpu"},
                                &log, milliseconds(240000));
   if (rc != 0) {
     *error = "reference run (retort-run --workers=2) exited with " + std::to_string(rc) + ":\n" +
