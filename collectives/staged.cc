@@ -42,7 +42,19 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner,
       options_(options),
       executor_(std::make_unique<OpExecutor>("staged", [this] { return PollInFlight(); })) {}
 
-StagedCommunicator::~StagedCommunicator() { executor_.reset(); }
+StagedCommunicator::~StagedCommunicator() {
+  executor_.reset();
+  // Point-to-point operations still in flight: the inner communicator must let go of their
+  // staging buffers before those are freed, and their waiters get an answer.
+  for (InFlight& f : in_flight_) {
+    if (f.inner != nullptr) {
+      f.inner->Abort();
+      (void)f.inner->Wait(Deadline::AfterMs(kDrainMs));
+    }
+    f.work->Complete(AbortedError(f.work->description() +
+                                  ": the communicator was destroyed while it was in flight"));
+  }
+}
 
 void StagedCommunicator::Abort(const std::string& reason) {
   executor_->Abort(reason);

@@ -5,6 +5,7 @@
 // failed copy and a stalled copy end the operation with an error within its deadline.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "collectives/staged.h"
@@ -87,6 +88,34 @@ TEST(StagedCommunicatorTest, ASendAndTheRecvAfterItAreBothInFlight) {
       for (float v : in) ASSERT_EQ(v, static_cast<float>((r + n - 1) % n));
     }
   });
+}
+
+TEST(StagedCommunicatorTest, DestroyingItAnswersAPointToPointStillInFlight) {
+  InMemoryStore store;
+  std::atomic<bool> rank0_done{false};
+  std::thread ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    ranks[r] = std::thread([&, r] {
+      auto comm = StagedFactory(4096)(&store, r, 2, 1);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      if (r == 1) {  // never sends; stays until rank 0 is done
+        const Deadline limit = Deadline::AfterMs(20000);
+        while (!rank0_done.load() && !limit.Expired())
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return;
+      }
+      std::vector<float> in(1024, 0.f);
+      WorkPtr recv = (*comm)->Recv({in.data(), in.size(), DataType::kFloat32}, 1, 3);
+      EXPECT_EQ(recv->Wait(Deadline::AfterMs(200)).code(), StatusCode::kDeadlineExceeded);
+      const auto start = SteadyClock::now();
+      comm->reset();
+      Status s = recv->Wait(Deadline::AfterMs(10000));
+      EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+      EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(8));
+      rank0_done = true;
+    });
+  }
+  for (auto& t : ranks) t.join();
 }
 
 TEST(StagedCommunicatorTest, ABackendRefusesMemoryItDoesNotTakeNamingIt) {
