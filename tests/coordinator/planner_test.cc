@@ -74,5 +74,35 @@ TEST(PlannerTest, RanksAreNodeMajorAndNodeGroupsConsecutive) {
   }
 }
 
+// ZeRO-1 shards follow the node hierarchy: with node-major ranks and contiguous ranges, the
+// ranks of one node together hold one contiguous slice of the flat buffer (what the hierarchical
+// reduce-scatter leaves on that node after its intra-node level).
+TEST(PlannerTest, EachNodesRanksHoldOneContiguousSliceOfTheBuffer) {
+  std::vector<v1::Member> members;
+  const char* nodes[] = {"gpu-c", "gpu-a", "gpu-b"};
+  for (int i = 0; i < 12; ++i) {
+    v1::Member m;
+    m.set_member_id("m" + std::to_string(i));
+    m.mutable_identity()->set_node(nodes[i % 3]);
+    m.mutable_identity()->set_local_rank(i / 3);
+    members.push_back(m);
+  }
+  std::vector<v1::NodeGroup> groups;
+  AssignRanks(&members, &groups);
+  ASSERT_EQ(groups.size(), 3u);
+  const v1::ShardingPlan plan = ComputeShardingPlan(22'050'664, 12);
+  int64_t next = 0;
+  for (const auto& g : groups) {
+    ASSERT_EQ(g.ranks_size(), 4) << g.node();
+    for (int i = 0; i < g.ranks_size(); ++i) {
+      const auto& range = plan.ranges(g.ranks(i));
+      EXPECT_EQ(range.offset(), next)
+          << g.node() << " rank " << g.ranks(i) << ": the node's slice is not contiguous";
+      next = range.offset() + range.count();
+    }
+  }
+  EXPECT_EQ(next, 22'050'664);
+}
+
 }  // namespace
 }  // namespace retort::coordinator
