@@ -155,6 +155,36 @@ Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
   return status;
 }
 
+StagedCommunicator::SegmentSlices StagedCommunicator::SliceSegments(
+    const char* input, char* output, const std::vector<size_t>& counts, size_t elem, size_t k,
+    size_t parts, bool segments_in, Chunk& c) const {
+  SegmentSlices slices;
+  slices.counts.resize(counts.size());
+  const std::vector<size_t> offsets = Offsets(counts);
+  const int me = rank();
+  // The per-rank segments are the reduce-scatter's input or the all-gather's output.
+  char* segments = segments_in ? const_cast<char*>(input) : output;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const size_t n = SliceSize(counts[r], k, parts);
+    slices.counts[r] = n;
+    if (n == 0) continue;
+    const Piece piece{segments + (offsets[r] + SliceBegin(counts[r], k, parts)) * elem,
+                      slices.packed * elem, n * elem};
+    (segments_in ? c.to_host : c.to_device).push_back(piece);
+    slices.packed += n;
+  }
+  // This rank's own slice: the reduce-scatter's output, or the all-gather's input.
+  slices.mine = slices.counts[me];
+  char* own = segments_in ? output : const_cast<char*>(input);
+  if (slices.mine > 0) {
+    const Piece piece{own + SliceBegin(counts[me], k, parts) * elem, 0, slices.mine * elem};
+    (segments_in ? c.to_device : c.to_host).push_back(piece);
+  }
+  c.in_bytes = (segments_in ? slices.packed : slices.mine) * elem;
+  c.out_bytes = (segments_in ? slices.mine : slices.packed) * elem;
+  return slices;
+}
+
 std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(
     MutableBuffer data, bool copy_in, bool copy_back,
     std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)> inner_op) const {
@@ -191,36 +221,19 @@ WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer ou
     });
   }
   return Submit("reduce_scatter (staged)", options, [=, this](Work& work) {
-    const size_t elem = DataTypeSize(input.dtype);
     const size_t parts = ChunkCount(input.bytes());
-    const std::vector<size_t> offsets = Offsets(counts);
-    const int me = rank();
     const MemoryKind staging = copier_->staging_kind();
     std::vector<Chunk> chunks(parts);
     for (size_t k = 0; k < parts; ++k) {
       Chunk& c = chunks[k];
-      std::vector<size_t> part_counts(counts.size());
-      size_t packed = 0;
-      for (size_t r = 0; r < counts.size(); ++r) {
-        part_counts[r] = SliceSize(counts[r], k, parts);
-        if (part_counts[r] == 0) continue;
-        const char* src = static_cast<const char*>(input.data) +
-                          (offsets[r] + SliceBegin(counts[r], k, parts)) * elem;
-        c.to_host.push_back({const_cast<char*>(src), packed * elem, part_counts[r] * elem});
-        packed += part_counts[r];
-      }
-      const size_t mine = part_counts[me];
-      c.in_bytes = packed * elem;
-      c.out_bytes = mine * elem;
-      if (mine > 0) {
-        c.to_device.push_back(
-            {static_cast<char*>(output.data) + SliceBegin(counts[me], k, parts) * elem, 0,
-             mine * elem});
-      }
-      c.run = [this, packed, mine, part_counts, op, dtype = input.dtype, staging](
-                  char* in, char* out, const CollectiveOptions& o) {
-        return inner_->ReduceScatterV({in, packed, dtype, staging}, {out, mine, dtype, staging},
-                                      part_counts, op, o);
+      // Every rank's slice k in, this rank's reduced slice k back.
+      const SegmentSlices slices =
+          SliceSegments(static_cast<const char*>(input.data), static_cast<char*>(output.data),
+                        counts, DataTypeSize(input.dtype), k, parts, /*segments_in=*/true, c);
+      c.run = [this, slices, op, dtype = input.dtype, staging](char* in, char* out,
+                                                               const CollectiveOptions& o) {
+        return inner_->ReduceScatterV({in, slices.packed, dtype, staging},
+                                      {out, slices.mine, dtype, staging}, slices.counts, op, o);
       };
     }
     return RunChunks(work, chunks);
@@ -240,36 +253,19 @@ WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output
     });
   }
   return Submit("all_gather (staged)", options, [=, this](Work& work) {
-    const size_t elem = DataTypeSize(output.dtype);
     const size_t parts = ChunkCount(output.bytes());
-    const std::vector<size_t> offsets = Offsets(counts);
-    const int me = rank();
     const MemoryKind staging = copier_->staging_kind();
     std::vector<Chunk> chunks(parts);
     for (size_t k = 0; k < parts; ++k) {
       Chunk& c = chunks[k];
-      std::vector<size_t> part_counts(counts.size());
-      size_t packed = 0;
-      for (size_t r = 0; r < counts.size(); ++r) {
-        part_counts[r] = SliceSize(counts[r], k, parts);
-        if (part_counts[r] == 0) continue;
-        c.to_device.push_back({static_cast<char*>(output.data) +
-                                   (offsets[r] + SliceBegin(counts[r], k, parts)) * elem,
-                               packed * elem, part_counts[r] * elem});
-        packed += part_counts[r];
-      }
-      const size_t mine = part_counts[me];
-      if (mine > 0) {
-        const char* src =
-            static_cast<const char*>(input.data) + SliceBegin(counts[me], k, parts) * elem;
-        c.to_host.push_back({const_cast<char*>(src), 0, mine * elem});
-      }
-      c.in_bytes = mine * elem;
-      c.out_bytes = packed * elem;
-      c.run = [this, packed, mine, part_counts, dtype = output.dtype, staging](
-                  char* in, char* out, const CollectiveOptions& o) {
-        return inner_->AllGatherV({in, mine, dtype, staging}, {out, packed, dtype, staging},
-                                  part_counts, o);
+      // This rank's slice k in, every rank's slice k back.
+      const SegmentSlices slices =
+          SliceSegments(static_cast<const char*>(input.data), static_cast<char*>(output.data),
+                        counts, DataTypeSize(output.dtype), k, parts, /*segments_in=*/false, c);
+      c.run = [this, slices, dtype = output.dtype, staging](char* in, char* out,
+                                                            const CollectiveOptions& o) {
+        return inner_->AllGatherV({in, slices.mine, dtype, staging},
+                                  {out, slices.packed, dtype, staging}, slices.counts, o);
       };
     }
     return RunChunks(work, chunks);

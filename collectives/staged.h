@@ -107,6 +107,19 @@ class StagedCommunicator final : public Communicator {
   static CollectiveOptions RemainingOf(const Work& work);
   // The staging buffers of slot `slot` (0 or 1), grown to hold `in`/`out` bytes.
   Status EnsureSlot(int slot, size_t in_bytes, size_t out_bytes);
+  // Chunk k of an operation over per-rank segments (counts): the k-th slice of every segment,
+  // packed in rank order in staging, and this rank's own slice. segments_in: the segments are
+  // `input` and go in, this rank's slice of `output` comes back (reduce-scatter); otherwise the
+  // segments are `output` and come back, this rank's slice of `input` goes in (all-gather).
+  // Fills `c`'s copies and sizes.
+  struct SegmentSlices {
+    std::vector<size_t> counts;  // slice k of every rank's segment
+    size_t packed = 0;           // their sum
+    size_t mine = 0;             // this rank's
+  };
+  SegmentSlices SliceSegments(const char* input, char* output, const std::vector<size_t>& counts,
+                              size_t elem, size_t k, size_t parts, bool segments_in,
+                              Chunk& c) const;
   // The chunks of an in-place operation on the flat buffer `data` (all-reduce, broadcast):
   // chunk k is its k-th slice, copied in when `copy_in` and back when `copy_back`, run through
   // `inner_op` on the slice's staging copy.
