@@ -100,6 +100,7 @@ StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Cr
   h->executor_ = std::make_unique<OpExecutor>(
       "hierarchical rank " + std::to_string(rank) + " gen " + std::to_string(generation), nullptr,
       progress);
+  h->broken_ = h->executor_->aborted_flag();
   return h;
 }
 
@@ -117,7 +118,7 @@ WorkPtr HierarchicalCommunicator::Submit(std::string description, const Collecti
 
 Status HierarchicalCommunicator::Await(
     Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  return AwaitSubOperation(parent, *executor_->aborted_flag(), issue);
+  return AwaitSubOperation(parent, *broken_, issue);
 }
 
 StatusOr<char*> HierarchicalCommunicator::Scratch(int which, size_t bytes, MemoryKind memory) {

@@ -16,6 +16,7 @@
 // only caller of the three sub-communicators once created (they are owned).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -116,6 +117,9 @@ class HierarchicalCommunicator final : public Communicator {
   std::unique_ptr<Communicator> intra_;
   std::unique_ptr<Communicator> inter_;
   std::unique_ptr<Communicator> global_;
+  // The executor's abort flag: what the executor thread reads, never executor_ itself (the
+  // destructor resets executor_ while that thread still runs).
+  const std::atomic<bool>* broken_ = nullptr;
   std::unique_ptr<OpExecutor> executor_;  // last: stops first
 };
 

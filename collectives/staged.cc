@@ -40,7 +40,9 @@ StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> inner,
     : inner_(std::move(inner)),
       copier_(std::move(copier)),
       options_(options),
-      executor_(std::make_unique<OpExecutor>("staged", [this] { return PollInFlight(); })) {}
+      executor_(std::make_unique<OpExecutor>("staged", [this] { return PollInFlight(); })) {
+  broken_ = executor_->aborted_flag();
+}
 
 StagedCommunicator::~StagedCommunicator() {
   executor_.reset();
@@ -80,7 +82,7 @@ WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOpti
 
 Status StagedCommunicator::Await(Work& parent,
                                  const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  return AwaitSubOperation(parent, *executor_->aborted_flag(), issue);
+  return AwaitSubOperation(parent, *broken_, issue);
 }
 
 Status StagedCommunicator::EnsureSlot(int slot, size_t in_bytes, size_t out_bytes) {
@@ -99,9 +101,7 @@ Status StagedCommunicator::EnsureSlot(int slot, size_t in_bytes, size_t out_byte
 }
 
 Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
-  const std::function<bool()> aborted = [&] {
-    return work.abort_requested() || executor_->aborted_flag()->load();
-  };
+  const std::function<bool()> aborted = [&] { return work.abort_requested() || broken_->load(); };
   // Sized before the first copy: no copy of this operation is in flight while a slot grows,
   // and the previous operation waited for all of its copies.
   size_t in_bytes = 0, out_bytes = 0;
@@ -328,9 +328,8 @@ WorkPtr StagedCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
     if (data.count > 0)
       RETORT_RETURN_IF_ERROR(copier_->CopyToHost(f.staging.get(), data.data, data.bytes()));
     RETORT_ASSIGN_OR_RETURN(DeviceCopier::Mark staged, copier_->MarkIssued());
-    RETORT_RETURN_IF_ERROR(copier_->Wait(staged, f.work->deadline(), [&] {
-      return f.work->abort_requested() || executor_->aborted_flag()->load();
-    }));
+    RETORT_RETURN_IF_ERROR(copier_->Wait(
+        staged, f.work->deadline(), [&] { return f.work->abort_requested() || broken_->load(); }));
     f.inner = inner_->Send({f.staging.get(), data.count, data.dtype, copier_->staging_kind()}, peer,
                            tag, RemainingOf(*f.work));
     return Status::Ok();
@@ -374,7 +373,7 @@ bool StagedCommunicator::PollInFlight() {
   if (in_flight_.empty()) return false;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     InFlight& f = *it;
-    if (f.work->abort_requested() || executor_->aborted_flag()->load()) f.inner->Abort();
+    if (f.work->abort_requested() || broken_->load()) f.inner->Abort();
     // Wait drives an inner communicator whose progress is the caller's.
     Status status = f.inner->Wait(Deadline::AfterMs(1));
     if (!f.inner->IsCompleted()) {

@@ -22,6 +22,7 @@
 // communicator and of the copier once created (both owned).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <list>
 #include <memory>
@@ -145,8 +146,11 @@ class StagedCommunicator final : public Communicator {
     std::shared_ptr<char> in, out;
     size_t in_bytes = 0, out_bytes = 0;
   };
-  Slot slots_[2];                         // executor thread only
-  std::list<InFlight> in_flight_;         // executor thread only
+  Slot slots_[2];                  // executor thread only
+  std::list<InFlight> in_flight_;  // executor thread only
+  // The executor's abort flag: what the executor thread reads, never executor_ itself (the
+  // destructor resets executor_ while that thread still runs).
+  const std::atomic<bool>* broken_ = nullptr;
   std::unique_ptr<OpExecutor> executor_;  // last: its thread stops first
 };
 
