@@ -80,6 +80,12 @@ WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOpti
   return executor_->Submit(std::move(description), Deadline::After(timeout), std::move(step));
 }
 
+WorkPtr StagedCommunicator::Passthrough(std::string description, const CollectiveOptions& options,
+                                        std::function<WorkPtr(const CollectiveOptions&)> issue) {
+  return Submit(std::move(description), options,
+                [this, issue = std::move(issue)](Work& work) { return Await(work, issue); });
+}
+
 Status StagedCommunicator::Await(Work& parent,
                                  const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
   return AwaitSubOperation(parent, *broken_, issue);
@@ -214,10 +220,8 @@ WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer ou
   if (Status s = SameKind(input.memory, output.memory, "reduce_scatter"); !s.ok())
     return CompletedWork("reduce_scatter", s);
   if (input.memory != copier_->device_kind()) {
-    return Submit("reduce_scatter", options, [=, this](Work& work) {
-      return Await(work, [&](const CollectiveOptions& o) {
-        return inner_->ReduceScatterV(input, output, counts, op, o);
-      });
+    return Passthrough("reduce_scatter", options, [=, this](const CollectiveOptions& o) {
+      return inner_->ReduceScatterV(input, output, counts, op, o);
     });
   }
   return Submit("reduce_scatter (staged)", options, [=, this](Work& work) {
@@ -246,10 +250,8 @@ WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output
   if (Status s = SameKind(input.memory, output.memory, "all_gather"); !s.ok())
     return CompletedWork("all_gather", s);
   if (input.memory != copier_->device_kind()) {
-    return Submit("all_gather", options, [=, this](Work& work) {
-      return Await(work, [&](const CollectiveOptions& o) {
-        return inner_->AllGatherV(input, output, counts, o);
-      });
+    return Passthrough("all_gather", options, [=, this](const CollectiveOptions& o) {
+      return inner_->AllGatherV(input, output, counts, o);
     });
   }
   return Submit("all_gather (staged)", options, [=, this](Work& work) {
@@ -275,9 +277,8 @@ WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output
 WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
                                         const CollectiveOptions& options) {
   if (data.memory != copier_->device_kind()) {
-    return Submit("all_reduce", options, [=, this](Work& work) {
-      return Await(work,
-                   [&](const CollectiveOptions& o) { return inner_->AllReduce(data, op, o); });
+    return Passthrough("all_reduce", options, [=, this](const CollectiveOptions& o) {
+      return inner_->AllReduce(data, op, o);
     });
   }
   return Submit("all_reduce (staged)", options, [=, this](Work& work) {
@@ -293,9 +294,8 @@ WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
 WorkPtr StagedCommunicator::DoBroadcast(MutableBuffer data, int root,
                                         const CollectiveOptions& options) {
   if (data.memory != copier_->device_kind()) {
-    return Submit("broadcast", options, [=, this](Work& work) {
-      return Await(work,
-                   [&](const CollectiveOptions& o) { return inner_->Broadcast(data, root, o); });
+    return Passthrough("broadcast", options, [=, this](const CollectiveOptions& o) {
+      return inner_->Broadcast(data, root, o);
     });
   }
   return Submit("broadcast (staged)", options, [=, this](Work& work) {
@@ -309,9 +309,8 @@ WorkPtr StagedCommunicator::DoBroadcast(MutableBuffer data, int root,
 }
 
 WorkPtr StagedCommunicator::DoBarrier(const CollectiveOptions& options) {
-  return Submit("barrier", options, [=, this](Work& work) {
-    return Await(work, [&](const CollectiveOptions& o) { return inner_->Barrier(o); });
-  });
+  return Passthrough("barrier", options,
+                     [=, this](const CollectiveOptions& o) { return inner_->Barrier(o); });
 }
 
 // Host buffers go straight to the inner communicator (its point-to-point is matched by peer
@@ -400,10 +399,8 @@ WorkPtr StagedCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<siz
   if (Status s = SameKind(input.memory, output.memory, "all_to_all_v"); !s.ok())
     return CompletedWork("all_to_all_v", s);
   if (input.memory != copier_->device_kind()) {
-    return Submit("all_to_all_v", options, [=, this](Work& work) {
-      return Await(work, [&](const CollectiveOptions& o) {
-        return inner_->AllToAllV(input, send_counts, output, recv_counts, o);
-      });
+    return Passthrough("all_to_all_v", options, [=, this](const CollectiveOptions& o) {
+      return inner_->AllToAllV(input, send_counts, output, recv_counts, o);
     });
   }
   return Submit("all_to_all_v (staged)", options, [=, this](Work& work) {

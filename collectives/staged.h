@@ -130,6 +130,10 @@ class StagedCommunicator final : public Communicator {
   // Runs `chunks` through staging, pipelined as described above.
   Status RunChunks(Work& work, std::vector<Chunk>& chunks);
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
+  // An operation the inner communicator runs as it is (host buffers), queued in order with the
+  // staged ones on this communicator's executor.
+  WorkPtr Passthrough(std::string description, const CollectiveOptions& options,
+                      std::function<WorkPtr(const CollectiveOptions&)> issue);
   WorkPtr Submit(std::string description, const CollectiveOptions& options,
                  std::function<Status(Work&)> step);
   // How many chunks `bytes` take.
