@@ -28,6 +28,15 @@ std::string CudaDeviceName(int index) {
 #endif
 }
 
+int CudaIndex(const std::string& resolved_device) {
+  if (resolved_device.rfind("cuda:", 0) != 0) return -1;
+  try {
+    return std::stoi(resolved_device.substr(5));
+  } catch (...) {
+    return -1;
+  }
+}
+
 StatusOr<std::string> ResolveDevice(const std::string& spec, int local_rank,
                                     int visible_cuda_devices) {
   if (spec == "cpu") return std::string("cpu");

@@ -19,6 +19,9 @@ namespace retort::trainer {
 StatusOr<std::string> ResolveDevice(const std::string& spec, int local_rank,
                                     int visible_cuda_devices);
 
+// The CUDA device index of a resolved device ("cuda:N" -> N); -1 for "cpu" or anything else.
+int CudaIndex(const std::string& resolved_device);
+
 // CUDA devices LibTorch sees (0 without a GPU or in a CPU-only LibTorch).
 int VisibleCudaDevices();
 

@@ -4,19 +4,10 @@
 #include "collectives/routed.h"
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
+#include "trainer/device.h"
 
 namespace retort::worker {
 namespace {
-
-// The CUDA device index of "cuda:N"; -1 for anything else.
-int CudaIndex(const std::string& device) {
-  if (device.rfind("cuda:", 0) != 0) return -1;
-  try {
-    return std::stoi(device.substr(5));
-  } catch (...) {
-    return -1;
-  }
-}
 
 collectives::CudaCommunicatorOptions NcclOptions(
     int cuda, const collectives::ucx::UcxCommunicatorOptions& ucx) {
@@ -77,7 +68,7 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
 StatusOr<DataPlane> CreateDataPlane(collectives::BootstrapStore* store, const v1::Generation& g,
                                     int rank, const DataPlaneOptions& options) {
   DataPlane plane;
-  const int cuda = CudaIndex(options.device);
+  const int cuda = trainer::CudaIndex(options.device);
   const bool emulate = options.emulate_device && cuda < 0;
   if ((cuda < 0 && !emulate) || g.members_size() == 1) {
     RETORT_ASSIGN_OR_RETURN(plane.comm, HostDataPlane(store, g, rank, options.ucx));

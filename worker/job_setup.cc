@@ -4,6 +4,7 @@
 #include "trainer/data/image_folder.h"
 #include "trainer/data/image_folder_layout.h"
 #include "trainer/data/synthetic_dataset.h"
+#include "trainer/device.h"
 #include "trainer/kd_loss.h"
 #include "trainer/model_flops.h"
 #include "trainer/models/vit.h"
@@ -86,7 +87,7 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
 StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& device) {
   const std::string& decode = job.dataset().decode();
   if (job.dataset().kind() != "image-folder" || decode == "cpu") return -1;
-  const int cuda = device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : -1;
+  const int cuda = trainer::CudaIndex(device);
   if (decode == "gpu" && cuda < 0)
     return FailedPreconditionError("dataset.decode: gpu, but this worker trains on " + device +
                                    " (use decode: auto or cpu, or a GPU worker)");

@@ -91,9 +91,8 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job.student(), job.seed() + 1));
   parameter_count_ = trainer::FlatParameterCount(*student_);
   model_flops_per_sample_ = ModelFlopsPerSample(job);
-  if (options_.device.rfind("cuda:", 0) == 0)
-    device_peak_flops_ = trainer::PeakBf16FlopsForDevice(
-        trainer::CudaDeviceName(std::stoi(options_.device.substr(5))));
+  if (const int cuda = trainer::CudaIndex(options_.device); cuda >= 0)
+    device_peak_flops_ = trainer::PeakBf16FlopsForDevice(trainer::CudaDeviceName(cuda));
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
   if (teacher_) RETORT_RETURN_IF_ERROR(CheckTeacherBeatsChance(job, *teacher_, *test_set_));
