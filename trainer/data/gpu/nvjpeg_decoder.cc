@@ -22,9 +22,9 @@ Status CudaFailed(cudaError_t e, const std::string& what) {
   return InternalError("nvjpeg decoder: " + what + ": " + cudaGetErrorString(e));
 }
 
-#define RETURN_IF_CUDA(expr, what)                 \
-  do {                                             \
-    const cudaError_t cuda_error_ = (expr);        \
+#define RETURN_IF_CUDA(expr, what)                                        \
+  do {                                                                    \
+    const cudaError_t cuda_error_ = (expr);                               \
     if (cuda_error_ != cudaSuccess) return CudaFailed(cuda_error_, what); \
   } while (0)
 
@@ -75,8 +75,8 @@ class NvjpegDecoder final : public DeviceDecoder {
     return Status::Ok();
   }
 
-  Status DecodeJpeg(const uint8_t* bytes, size_t size, const SampleGeometry& geometry,
-                    int out_size, const Normalization& norm, float* out) override {
+  Status DecodeJpeg(const uint8_t* bytes, size_t size, const SampleGeometry& geometry, int out_size,
+                    const Normalization& norm, float* out) override {
     RETURN_IF_CUDA(cudaSetDevice(device_), "selecting device " + std::to_string(device_));
     int components = 0;
     nvjpegChromaSubsampling_t subsampling = NVJPEG_CSS_UNKNOWN;
@@ -108,25 +108,21 @@ class NvjpegDecoder final : public DeviceDecoder {
     int row_begin = height, row_end = 0;
     for (int o = 0; o < out_size; ++o) {
       row_begin = std::min(row_begin, ys.start[static_cast<size_t>(o)]);
-      row_end = std::max(row_end, ys.start[static_cast<size_t>(o)] + ys.count[static_cast<size_t>(o)]);
+      row_end =
+          std::max(row_end, ys.start[static_cast<size_t>(o)] + ys.count[static_cast<size_t>(o)]);
     }
     // One host block for the taps, one copy.
     host_taps_.clear();
-    auto append_ints = [&](const std::vector<int>& v) {
+    auto append = [&](const auto& v) {
       const size_t at = host_taps_.size();
-      host_taps_.resize(at + v.size() * sizeof(int));
-      std::memcpy(host_taps_.data() + at, v.data(), v.size() * sizeof(int));
+      const size_t bytes = v.size() * sizeof(v[0]);
+      host_taps_.resize(at + bytes);
+      std::memcpy(host_taps_.data() + at, v.data(), bytes);
       return at;
     };
-    auto append_floats = [&](const std::vector<float>& v) {
-      const size_t at = host_taps_.size();
-      host_taps_.resize(at + v.size() * sizeof(float));
-      std::memcpy(host_taps_.data() + at, v.data(), v.size() * sizeof(float));
-      return at;
-    };
-    const size_t xs_start = append_ints(xs.start), xs_count = append_ints(xs.count),
-                 xs_weights = append_floats(xs.weights), ys_start = append_ints(ys.start),
-                 ys_count = append_ints(ys.count), ys_weights = append_floats(ys.weights);
+    const size_t xs_start = append(xs.start), xs_count = append(xs.count),
+                 xs_weights = append(xs.weights), ys_start = append(ys.start),
+                 ys_count = append(ys.count), ys_weights = append(ys.weights);
     RETORT_RETURN_IF_ERROR(taps_.Reserve(host_taps_.size()));
     RETURN_IF_CUDA(cudaMemcpyAsync(taps_.as<char>(), host_taps_.data(), host_taps_.size(),
                                    cudaMemcpyHostToDevice, stream_),
@@ -159,8 +155,8 @@ class NvjpegDecoder final : public DeviceDecoder {
     l.out = out;
     RETURN_IF_CUDA(gpu::LaunchCropResizeNormalize(l, stream_), "launching the resize kernels");
     // host_taps_ must outlive the asynchronous copy: wait before the next call reuses it.
-    RETURN_IF_CUDA(cudaStreamSynchronize(stream_), "decoding a JPEG on device " +
-                                                       std::to_string(device_));
+    RETURN_IF_CUDA(cudaStreamSynchronize(stream_),
+                   "decoding a JPEG on device " + std::to_string(device_));
     return Status::Ok();
   }
 
