@@ -57,7 +57,8 @@ def run(rank, world, init_file, min_bytes, max_bytes):
                 factor = 2.0 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
                 print(json.dumps({"impl": "gloo", "op": op, "ranks": world, "bytes": size,
                                   "time_us": round(t * 1e6, 1), "algbw_GBps": round(algbw, 3),
-                                  "busbw_GBps": round(algbw * factor, 3)}), flush=True)
+                                  "busbw_GBps": round(algbw * factor, 3),
+                                  "torch": torch.__version__}), flush=True)
             nbytes *= 4
     dist.destroy_process_group()
 
