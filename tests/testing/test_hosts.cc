@@ -199,6 +199,7 @@ bool TestHosts::StartInit(int host, std::string* why) {
 }
 
 TestHosts::~TestHosts() {
+  for (auto& h : hosts_) h.emulator.reset();  // before its devices go
   for (auto& h : hosts_) {
     if (h.init) h.init->Signal(SIGKILL);
   }
@@ -224,9 +225,12 @@ void TestHosts::RemoveSlotLeftovers() {
     Run({ip_, "netns", "del", ns}, &ignored);  // takes the veth pair with it
   }
   for (int i = 0; i < kMaxHosts; ++i) {
-    const std::string veth = prefix_ + "v" + std::to_string(i);
-    if (std::filesystem::exists("/sys/class/net/" + veth))
-      Run({ip_, "link", "del", veth}, &ignored);
+    // The host's veth and EmulateLink's bridge-side pair (deleting one end removes both).
+    for (const char* kind : {"v", "e"}) {
+      const std::string veth = prefix_ + kind + std::to_string(i);
+      if (std::filesystem::exists("/sys/class/net/" + veth))
+        Run({ip_, "link", "del", veth}, &ignored);
+    }
   }
   if (std::filesystem::exists("/sys/class/net/" + bridge_))
     Run({ip_, "link", "del", bridge_}, &ignored);
@@ -360,6 +364,51 @@ bool TestHosts::ShapeLink(int host, int64_t rate_mbit, std::string* why) {
     if (!Run(argv, why)) return false;
   }
   return true;
+}
+
+}  // namespace retort::testing
+
+namespace retort::testing {
+
+bool TestHosts::EmulateLink(int host, const LinkProfile& profile, std::string* why) {
+  Host& h = hosts_.at(host);
+  if (std::string invalid = LinkEmulator::Invalid(profile); !invalid.empty()) {
+    *why = "link profile for host " + h.name + ": " + invalid;
+    return false;
+  }
+  // bridge <-> e<i> ~ f<i> <-> emulator <-> v<i> ~ eth0 (the host's end)
+  const std::string bridge_port = prefix_ + "e" + std::to_string(host);
+  const std::string emulator_end = prefix_ + "f" + std::to_string(host);
+  if (!h.emulator &&
+      (!Run({ip_, "link", "add", bridge_port, "type", "veth", "peer", "name", emulator_end}, why) ||
+       !Run({ip_, "link", "set", emulator_end, "up"}, why) ||
+       !Run({ip_, "link", "set", h.veth, "nomaster"}, why) ||
+       !Run({ip_, "link", "set", bridge_port, "master", bridge_}, why) ||
+       !Run({ip_, "link", "set", bridge_port, "up"}, why)))
+    return false;
+  // With loss, TCP sends one segment per frame towards the emulator (from the host, and from
+  // the test namespace through the bridge while any host's link is lossy), so a drop takes one
+  // segment as on a real link instead of a super-frame's worth; without, super-frames keep the
+  // relay's per-frame work low at high rates.
+  if (!Run({ip_, "-n", h.netns, "link", "set", "dev", "eth0", "gso_max_segs",
+            profile.loss > 0 ? "1" : "65535"},
+           why))
+    return false;
+  if (h.emulator) {
+    h.emulator->SetProfile(profile);
+  } else {
+    h.emulator = LinkEmulator::Start(h.veth, emulator_end, profile, why);
+    if (!h.emulator) return false;
+  }
+  const bool any_loss = std::any_of(hosts_.begin(), hosts_.end(), [](const Host& other) {
+    return other.emulator && other.emulator->profile().loss > 0;
+  });
+  return Run({ip_, "link", "set", "dev", bridge_, "gso_max_segs", any_loss ? "1" : "65535"}, why);
+}
+
+LinkEmulator::Counters TestHosts::link_counters(int host) const {
+  const Host& h = hosts_.at(host);
+  return h.emulator ? h.emulator->counters() : LinkEmulator::Counters{};
 }
 
 }  // namespace retort::testing

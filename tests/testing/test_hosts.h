@@ -8,8 +8,9 @@
 // A host runs processes through Spawn() (nsenter into the host's namespaces). KillHost()
 // kills every process of a host at once (its PID namespace's init dies); SetLinkUp() cuts a
 // host off the bridge and heals it; SetPathBlocked() drops the traffic between two hosts only;
-// ShapeLink() limits a host's link rate in both directions; LimitCpu() gives the processes a
-// host spawns afterwards a CPU bandwidth limit (a slow host).
+// ShapeLink() limits a host's link rate in both directions; EmulateLink() puts a userspace
+// link emulator (latency, loss, rate: what netem would do) between the host and the bridge;
+// LimitCpu() gives the processes a host spawns afterwards a CPU bandwidth limit (a slow host).
 //
 // Names and addresses come from a slot (0..kSlots-1) held with flock for the object's lifetime,
 // so concurrent test processes never collide; claiming a slot first removes whatever a crashed
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/link_emulator.h"
 #include "testing/subprocess.h"
 
 namespace retort::testing {
@@ -73,6 +75,17 @@ class TestHosts {
   bool SetPathBlocked(int a, int b, bool blocked, std::string* why);
   // Token-bucket rate limit on the host's link, both directions (tc tbf; 0 removes it).
   bool ShapeLink(int host, int64_t rate_mbit, std::string* why);
+  // Routes the host's link through a LinkEmulator with `profile` (both directions): the host's
+  // veth leaves the bridge and a second veth pair joins it, the emulator relaying frames
+  // between the two. Later calls change the profile in place (queued frames keep their
+  // times); connections survive. SetLinkUp() still cuts the host off. With loss, TCP sends one
+  // segment per frame over the link (gso_max_segs 1 on the host and on the bridge), so a loss
+  // takes one segment as on a real link. False with *why when
+  // the profile is invalid or the devices or the emulator's sockets cannot be made.
+  bool EmulateLink(int host, const LinkProfile& profile, std::string* why);
+  // The host's emulator counters (zeros when EmulateLink() was never called for it).
+  LinkEmulator::Counters link_counters(int host) const;
+
   // Processes Spawn()ed on `host` from now on share `cpus` CPUs' worth of time (a cgroup with a
   // CFS bandwidth limit: cgroup v2 cpu.max or v1 cpu.cfs_quota_us); <= 0 lifts the limit.
   // False with *why where this machine has no cgroup CPU controller to write to.
@@ -81,9 +94,10 @@ class TestHosts {
  private:
   struct Host {
     std::string name, netns, veth, address;
-    std::unique_ptr<Subprocess> init;  // `unshare` holding the host's PID namespace
-    pid_t init_pid = -1;               // its child: PID 1 of the host
-    std::string cpu_cgroup;            // LimitCpu's cgroup directory; empty: no limit
+    std::unique_ptr<Subprocess> init;        // `unshare` holding the host's PID namespace
+    pid_t init_pid = -1;                     // its child: PID 1 of the host
+    std::string cpu_cgroup;                  // LimitCpu's cgroup directory; empty: no limit
+    std::unique_ptr<LinkEmulator> emulator;  // EmulateLink's; null: the veth is on the bridge
   };
 
   TestHosts() = default;
