@@ -10,4 +10,15 @@ Status Dataset::GetOnDevice(int64_t index, uint64_t augmentation_seed, float* ou
   return decoder.Upload(host_scratch->data(), floats, out).WithContext(SampleName(index));
 }
 
+void Dataset::GetChunkOnDevice(const std::vector<DeviceSample>& samples, DeviceDecoder& decoder,
+                               std::vector<float>* host_scratch,
+                               std::vector<Status>* statuses) const {
+  statuses->clear();
+  statuses->reserve(samples.size());
+  for (const DeviceSample& s : samples) {
+    statuses->push_back(
+        GetOnDevice(s.index, s.augmentation_seed, s.out, s.label, decoder, host_scratch));
+  }
+}
+
 }  // namespace retort::trainer::data

@@ -21,6 +21,14 @@ struct SampleShape {
   int64_t numel() const { return int64_t{channels} * height * width; }
 };
 
+// One sample of a Dataset::GetChunkOnDevice call: GetOnDevice's arguments.
+struct DeviceSample {
+  int64_t index = 0;
+  uint64_t augmentation_seed = 0;
+  float* out = nullptr;  // device memory, shape().numel() floats
+  int64_t* label = nullptr;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -45,6 +53,16 @@ class Dataset {
   // better override it. Same errors as Get.
   virtual Status GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out, int64_t* label,
                              DeviceDecoder& decoder, std::vector<float>* host_scratch) const;
+
+  // GetOnDevice for each of `samples` (a decode thread's chunk of a batch), so that a dataset can
+  // hand the device decoder many samples at once (DeviceDecoder::DecodeJpegBatch). On return
+  // `*statuses` holds one Status per sample, in order, each what GetOnDevice would have
+  // returned for it, and every OK sample's output and label are written. Same thread rules as
+  // GetOnDevice (`decoder` and `host_scratch` are the calling thread's). This default calls
+  // GetOnDevice per sample.
+  virtual void GetChunkOnDevice(const std::vector<DeviceSample>& samples, DeviceDecoder& decoder,
+                                std::vector<float>* host_scratch,
+                                std::vector<Status>* statuses) const;
 };
 
 }  // namespace retort::trainer::data

@@ -8,11 +8,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/data/image_transforms.h"
 
 namespace retort::trainer::data {
+
+// One JPEG of a DecodeJpegBatch call: DecodeJpeg's arguments. `bytes` and `out` are borrowed for
+// the call only.
+struct JpegDecodeRequest {
+  const uint8_t* bytes = nullptr;  // host memory
+  size_t size = 0;
+  SampleGeometry geometry;
+  int out_size = 0;
+  Normalization norm;
+  float* out = nullptr;  // device memory, 3 x out_size x out_size floats
+};
 
 class DeviceDecoder {
  public:
@@ -26,10 +38,26 @@ class DeviceDecoder {
   // (decodes it, or reports it corrupt as it always does).
   virtual Status DecodeJpeg(const uint8_t* bytes, size_t size, const SampleGeometry& geometry,
                             int out_size, const Normalization& norm, float* out) = 0;
+  // DecodeJpeg for every request, as one batch where the decoder can (nvJPEG: one batched decode
+  // of the JPEGs it takes, one stream synchronisation). Same thread rule as DecodeJpeg (the
+  // owning decode thread). On return `*results` holds one Status per request, in order, each
+  // meaning exactly what DecodeJpeg's would for that JPEG (UNIMPLEMENTED or DATA_LOSS: the
+  // caller falls back to the CPU decoder for that sample only), and every OK request's `out` is
+  // finished. This default calls DecodeJpeg for each request.
+  virtual void DecodeJpegBatch(const std::vector<JpegDecodeRequest>& requests,
+                               std::vector<Status>* results);
   // Copies `floats` host floats (a CPU-decoded sample) to `out` in device memory; finished when
   // it returns.
   virtual Status Upload(const float* host, size_t floats, float* out) = 0;
 };
+
+inline void DeviceDecoder::DecodeJpegBatch(const std::vector<JpegDecodeRequest>& requests,
+                                           std::vector<Status>* results) {
+  results->clear();
+  results->reserve(requests.size());
+  for (const JpegDecodeRequest& r : requests)
+    results->push_back(DecodeJpeg(r.bytes, r.size, r.geometry, r.out_size, r.norm, r.out));
+}
 
 // Whether this build holds the nvJPEG decoder (gpu/nvjpeg_decoder.cc).
 bool NvjpegDecoderBuilt();

@@ -47,6 +47,30 @@ StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downsca
 // Dimension of a JPEG decoded with `downscale` (libjpeg-turbo's TJSCALED rounding).
 int ScaledJpegDimension(int dimension, int downscale);
 
+// A rectangle of pixels of an image: columns [x, x + width), rows [y, y + height).
+struct PixelRect {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// Decodes the part of a JPEG that covers `wanted`, a rectangle of the image as DecodeImage
+// would decode it with the same `downscale` (1, 2, 4 or 8): only the rows down to the bottom
+// of `wanted` and the iMCU columns across it go through the IDCT, upsampling and colour
+// conversion (libjpeg's jpeg_crop_scanline and jpeg_skip_scanlines). The result is a
+// rectangle at least as large as `wanted` (widened to iMCU columns and by a margin for the
+// chroma upsampling), and `*decoded` receives where it lies in the whole decoded image.
+// Contract: every pixel of `wanted` is bit-identical to the same pixel of DecodeImage(data,
+// size, downscale); pixels of the result outside `wanted` may differ from it. The rest of the
+// entropy-coded data is still read to the end, so the errors are DecodeImage's: DataLoss for
+// a corrupt or truncated file (a libjpeg warning counts as corruption) whatever the region.
+// A JPEG libjpeg cannot convert to RGB row by row (CMYK, YCCK) takes DecodeImage's path (its
+// result is the whole image, `*decoded` says so). InvalidArgument when `wanted` is empty or
+// not inside the decoded image, or `downscale` is not 1, 2, 4 or 8.
+StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int downscale,
+                                        const PixelRect& wanted, PixelRect* decoded);
+
 // Encoders (JPEG: channels 1 or 3; PNG: 1, 3 or 4 = RGBA). Used to build fixtures and
 // benchmark folders.
 StatusOr<std::string> EncodeJpeg(const uint8_t* pixels, int width, int height, int channels,

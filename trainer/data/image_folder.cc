@@ -173,6 +173,32 @@ Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
   const int downscale = (info.format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
                             ? ChooseDownscale(geometry.box, size, size)
                             : 1;
+  if (info.format == ImageFormat::kJpeg) {
+    // Only the pixels the resampler reads are decoded (the crop box plus the filter's support);
+    // they are bit-identical to a whole-image decode's, so the output is too.
+    const int width = ScaledJpegDimension(info.width, downscale);
+    const int height = ScaledJpegDimension(info.height, downscale);
+    CropRegion region = geometry.box;
+    if (downscale != 1) {
+      // The same region in the downscaled image (continuous coordinates, no rounding).
+      region = region.Scaled(static_cast<double>(width) / info.width,
+                             static_cast<double>(height) / info.height);
+    }
+    const CropBox source = ResampleSourceBox(width, height, region, size, size);
+    PixelRect decoded;
+    StatusOr<DecodedImage> image =
+        DecodeJpegRegion(data, bytes.size(), downscale,
+                         PixelRect{source.x, source.y, source.width, source.height}, &decoded);
+    if (!image.ok()) return image.status().WithContext(entry.path);
+    CropBox window;
+    window.x = decoded.x;
+    window.y = decoded.y;
+    window.width = decoded.width;
+    window.height = decoded.height;
+    CropResizeNormalizeWindow(image->pixels.data(), window, width, height, image->channels, region,
+                              size, size, geometry.flip, ImageNetNormalization(), out);
+    return Status::Ok();
+  }
   StatusOr<DecodedImage> image = DecodeImage(data, bytes.size(), downscale);
   if (!image.ok()) return image.status().WithContext(entry.path);
   CropRegion region = geometry.box;
@@ -186,24 +212,31 @@ Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
   return Status::Ok();
 }
 
-Status ImageFolderDataset::GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out,
-                                       int64_t* label, DeviceDecoder& decoder,
-                                       std::vector<float>* host_scratch) const {
-  std::string bytes;
-  ImageInfo info;
-  RETORT_RETURN_IF_ERROR(Read(index, &bytes, &info));
+JpegDecodeRequest ImageFolderDataset::DeviceRequest(const std::string& bytes, const ImageInfo& info,
+                                                    uint64_t augmentation_seed, float* out) const {
+  JpegDecodeRequest request;
+  request.bytes = reinterpret_cast<const uint8_t*>(bytes.data());
+  request.size = bytes.size();
+  request.geometry = Geometry(info, augmentation_seed);
+  request.out_size = options_.image_size;
+  request.norm = ImageNetNormalization();
+  request.out = out;
+  return request;
+}
+
+Status ImageFolderDataset::FinishOnDevice(int64_t index, const std::string& bytes,
+                                          const ImageInfo& info, uint64_t augmentation_seed,
+                                          float* out, int64_t* label, const Status* device,
+                                          DeviceDecoder& decoder,
+                                          std::vector<float>* host_scratch) const {
   const Entry& entry = files_[static_cast<size_t>(index)];
-  if (info.format == ImageFormat::kJpeg) {
-    Status on_device = decoder.DecodeJpeg(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                          bytes.size(), Geometry(info, augmentation_seed),
-                                          options_.image_size, ImageNetNormalization(), out);
-    if (on_device.ok()) {
+  if (device != nullptr) {
+    if (device->ok()) {
       *label = entry.label;
       return Status::Ok();
     }
-    if (on_device.code() != StatusCode::kUnimplemented &&
-        on_device.code() != StatusCode::kDataLoss) {
-      return on_device.WithContext(entry.path);
+    if (device->code() != StatusCode::kUnimplemented && device->code() != StatusCode::kDataLoss) {
+      return device->WithContext(entry.path);
     }
     // The CPU decoder takes it from here: it decodes what the device decoder does not
     // support, and names a corrupt file exactly as the CPU path does.
@@ -215,6 +248,60 @@ Status ImageFolderDataset::GetOnDevice(int64_t index, uint64_t augmentation_seed
   RETORT_RETURN_IF_ERROR(decoder.Upload(host_scratch->data(), floats, out).WithContext(entry.path));
   *label = entry.label;
   return Status::Ok();
+}
+
+Status ImageFolderDataset::GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out,
+                                       int64_t* label, DeviceDecoder& decoder,
+                                       std::vector<float>* host_scratch) const {
+  std::string bytes;
+  ImageInfo info;
+  RETORT_RETURN_IF_ERROR(Read(index, &bytes, &info));
+  if (!ForDeviceDecoder(info)) {
+    return FinishOnDevice(index, bytes, info, augmentation_seed, out, label, nullptr, decoder,
+                          host_scratch);
+  }
+  const JpegDecodeRequest r = DeviceRequest(bytes, info, augmentation_seed, out);
+  const Status device = decoder.DecodeJpeg(r.bytes, r.size, r.geometry, r.out_size, r.norm, r.out);
+  return FinishOnDevice(index, bytes, info, augmentation_seed, out, label, &device, decoder,
+                        host_scratch);
+}
+
+void ImageFolderDataset::GetChunkOnDevice(const std::vector<DeviceSample>& samples,
+                                          DeviceDecoder& decoder, std::vector<float>* host_scratch,
+                                          std::vector<Status>* statuses) const {
+  const size_t n = samples.size();
+  statuses->assign(n, Status::Ok());
+  std::vector<std::string> bytes(n);
+  std::vector<ImageInfo> infos(n);
+  std::vector<JpegDecodeRequest> requests;
+  std::vector<size_t> requested;  // the sample of each request
+  for (size_t i = 0; i < n; ++i) {
+    const DeviceSample& s = samples[i];
+    Status read = Read(s.index, &bytes[i], &infos[i]);
+    if (!read.ok()) {
+      (*statuses)[i] = std::move(read);
+    } else if (ForDeviceDecoder(infos[i])) {
+      requests.push_back(DeviceRequest(bytes[i], infos[i], s.augmentation_seed, s.out));
+      requested.push_back(i);
+    } else {
+      (*statuses)[i] = FinishOnDevice(s.index, bytes[i], infos[i], s.augmentation_seed, s.out,
+                                      s.label, nullptr, decoder, host_scratch);
+    }
+  }
+  if (requests.empty()) return;
+  std::vector<Status> results;
+  decoder.DecodeJpegBatch(requests, &results);
+  for (size_t k = 0; k < requests.size(); ++k) {
+    const size_t i = requested[k];
+    const DeviceSample& s = samples[i];
+    const Status device =
+        k < results.size()
+            ? results[k]
+            : InternalError("device decoder answered " + std::to_string(results.size()) + " of " +
+                            std::to_string(requests.size()) + " JPEGs");
+    (*statuses)[i] = FinishOnDevice(s.index, bytes[i], infos[i], s.augmentation_seed, s.out,
+                                    s.label, &device, decoder, host_scratch);
+  }
 }
 
 }  // namespace retort::trainer::data

@@ -68,6 +68,12 @@ class ImageFolderDataset final : public Dataset {
   // CPU decoder and an upload, so a corrupt file fails exactly as in Get.
   Status GetOnDevice(int64_t index, uint64_t augmentation_seed, float* out, int64_t* label,
                      DeviceDecoder& decoder, std::vector<float>* host_scratch) const override;
+  // GetOnDevice for a chunk: reads every file, hands all the JPEGs to the device decoder in one
+  // DecodeJpegBatch call, and routes each sample as GetOnDevice does (same geometry, labels,
+  // fallbacks and errors, per sample).
+  void GetChunkOnDevice(const std::vector<DeviceSample>& samples, DeviceDecoder& decoder,
+                        std::vector<float>* host_scratch,
+                        std::vector<Status>* statuses) const override;
   // JPEGs GetOnDevice handed to the CPU decoder after the device decoder refused them.
   int64_t cpu_fallbacks() const { return cpu_fallbacks_.load(std::memory_order_relaxed); }
 
@@ -86,6 +92,18 @@ class ImageFolderDataset final : public Dataset {
   // Get's decoding, from bytes already read.
   Status DecodeOnCpu(int64_t index, const std::string& bytes, const ImageInfo& info,
                      uint64_t augmentation_seed, float* out) const;
+  // The device route of a sample already read (GetOnDevice and GetChunkOnDevice share it): a
+  // JPEG goes to the device decoder with the CPU path's geometry (DeviceRequest); `device` is
+  // the decoder's answer for it, null for any other format (straight to the CPU decoder). OK:
+  // done. UNIMPLEMENTED or DATA_LOSS: the CPU decoder and an upload, counted in cpu_fallbacks.
+  // Any other error is the sample's, naming the file. Writes `*label` on success.
+  static bool ForDeviceDecoder(const ImageInfo& info) { return info.format == ImageFormat::kJpeg; }
+  JpegDecodeRequest DeviceRequest(const std::string& bytes, const ImageInfo& info,
+                                  uint64_t augmentation_seed, float* out) const;
+  Status FinishOnDevice(int64_t index, const std::string& bytes, const ImageInfo& info,
+                        uint64_t augmentation_seed, float* out, int64_t* label,
+                        const Status* device, DeviceDecoder& decoder,
+                        std::vector<float>* host_scratch) const;
 
   ImageFolderOptions options_;
   std::vector<std::string> classes_;

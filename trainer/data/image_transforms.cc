@@ -114,44 +114,87 @@ ResampleAxis ResampleTaps(int out_size, double offset, double extent, int src_si
   return taps;
 }
 
+namespace {
+
+// [begin, end) of the samples any output of `axis` reads.
+void TapRange(const ResampleAxis& axis, int* begin, int* end) {
+  *begin = 0;
+  *end = 0;
+  for (size_t o = 0; o < axis.start.size(); ++o) {
+    const int lo = axis.start[o];
+    const int hi = axis.start[o] + axis.count[o];
+    *begin = o == 0 ? lo : std::min(*begin, lo);
+    *end = o == 0 ? hi : std::max(*end, hi);
+  }
+}
+
+}  // namespace
+
+CropBox ResampleSourceBox(int width, int height, const CropRegion& region, int out_width,
+                          int out_height) {
+  int x_begin = 0;
+  int x_end = 0;
+  int y_begin = 0;
+  int y_end = 0;
+  TapRange(ResampleTaps(out_width, region.x, region.width, width), &x_begin, &x_end);
+  TapRange(ResampleTaps(out_height, region.y, region.height, height), &y_begin, &y_end);
+  CropBox box;
+  box.x = x_begin;
+  box.y = y_begin;
+  box.width = x_end - x_begin;
+  box.height = y_end - y_begin;
+  return box;
+}
+
 void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
                          const CropRegion& region, int out_width, int out_height, bool flip,
                          const Normalization& norm, float* out) {
-  const ResampleAxis xs = ResampleTaps(out_width, region.x, region.width, width);
-  const ResampleAxis ys = ResampleTaps(out_height, region.y, region.height, height);
+  CropBox whole;
+  whole.width = width;
+  whole.height = height;
+  CropResizeNormalizeWindow(src, whole, width, height, channels, region, out_width, out_height,
+                            flip, norm, out);
+}
+
+namespace {
+
+// CropResizeNormalizeWindow's passes for a channel count known at compile time: the per-pixel
+// channel loops unroll instead of becoming library calls. The arithmetic (and so every output
+// bit) is the same for every kChannels.
+template <int kChannels>
+void ResampleNormalize(const uint8_t* src, const CropBox& window, const ResampleAxis& xs,
+                       const ResampleAxis& ys, int out_width, int out_height, bool flip,
+                       const Normalization& norm, float* out) {
   // Source rows any output row reads.
-  int row_begin = height;
+  int row_begin = 0;
   int row_end = 0;
-  for (int oy = 0; oy < out_height; ++oy) {
-    row_begin = std::min(row_begin, ys.start[static_cast<size_t>(oy)]);
-    row_end =
-        std::max(row_end, ys.start[static_cast<size_t>(oy)] + ys.count[static_cast<size_t>(oy)]);
-  }
+  TapRange(ys, &row_begin, &row_end);
   // Horizontal pass into a float buffer: rows [row_begin, row_end) x out_width x channels, with
   // the flip applied here (output column ox reads source column taps of out_width - 1 - ox).
-  const size_t tmp_row = static_cast<size_t>(out_width) * channels;
+  // Image row y, column x is window pixel (y - window.y, x - window.x).
+  const size_t tmp_row = static_cast<size_t>(out_width) * kChannels;
   std::vector<float> tmp(static_cast<size_t>(row_end - row_begin) * tmp_row);
-  const size_t row_stride = static_cast<size_t>(width) * channels;
+  const size_t row_stride = static_cast<size_t>(window.width) * kChannels;
   for (int y = row_begin; y < row_end; ++y) {
-    const uint8_t* row = src + static_cast<size_t>(y) * row_stride;
+    const uint8_t* row = src + static_cast<size_t>(y - window.y) * row_stride;
     float* dst = &tmp[static_cast<size_t>(y - row_begin) * tmp_row];
     for (int ox = 0; ox < out_width; ++ox) {
       const auto t = static_cast<size_t>(flip ? out_width - 1 - ox : ox);
       const float* w = &xs.weights[t * xs.max_taps];
-      const uint8_t* p = row + static_cast<size_t>(xs.start[t]) * channels;
-      float acc[3] = {0.f, 0.f, 0.f};
+      const uint8_t* p = row + static_cast<size_t>(xs.start[t] - window.x) * kChannels;
+      float acc[kChannels] = {};
       for (int k = 0; k < xs.count[t]; ++k) {
-        for (int c = 0; c < channels; ++c)
-          acc[c] += w[k] * p[static_cast<size_t>(k) * channels + c];
+        for (int c = 0; c < kChannels; ++c)
+          acc[c] += w[k] * p[static_cast<size_t>(k) * kChannels + c];
       }
-      for (int c = 0; c < channels; ++c) dst[static_cast<size_t>(ox) * channels + c] = acc[c];
+      for (int c = 0; c < kChannels; ++c) dst[static_cast<size_t>(ox) * kChannels + c] = acc[c];
     }
   }
   // Vertical pass, normalisation and HWC -> CHW.
   const size_t plane = static_cast<size_t>(out_width) * out_height;
-  float scale[3];
-  float shift[3];
-  for (int c = 0; c < channels; ++c) {
+  float scale[kChannels];
+  float shift[kChannels];
+  for (int c = 0; c < kChannels; ++c) {
     scale[c] = 1.0f / (255.0f * norm.std[c]);
     shift[c] = -norm.mean[c] / norm.std[c];
   }
@@ -160,16 +203,33 @@ void CropResizeNormalize(const uint8_t* src, int width, int height, int channels
     const float* w = &ys.weights[t * ys.max_taps];
     const float* base = &tmp[static_cast<size_t>(ys.start[t] - row_begin) * tmp_row];
     for (int ox = 0; ox < out_width; ++ox) {
-      float acc[3] = {0.f, 0.f, 0.f};
+      float acc[kChannels] = {};
       for (int k = 0; k < ys.count[t]; ++k) {
         const float* p =
-            base + static_cast<size_t>(k) * tmp_row + static_cast<size_t>(ox) * channels;
-        for (int c = 0; c < channels; ++c) acc[c] += w[k] * p[c];
+            base + static_cast<size_t>(k) * tmp_row + static_cast<size_t>(ox) * kChannels;
+        for (int c = 0; c < kChannels; ++c) acc[c] += w[k] * p[c];
       }
       const size_t o = t * out_width + ox;
-      for (int c = 0; c < channels; ++c)
+      for (int c = 0; c < kChannels; ++c)
         out[static_cast<size_t>(c) * plane + o] = acc[c] * scale[c] + shift[c];
     }
+  }
+}
+
+}  // namespace
+
+void CropResizeNormalizeWindow(const uint8_t* src, const CropBox& window, int width, int height,
+                               int channels, const CropRegion& region, int out_width,
+                               int out_height, bool flip, const Normalization& norm, float* out) {
+  const ResampleAxis xs = ResampleTaps(out_width, region.x, region.width, width);
+  const ResampleAxis ys = ResampleTaps(out_height, region.y, region.height, height);
+  switch (channels) {
+    case 1:
+      return ResampleNormalize<1>(src, window, xs, ys, out_width, out_height, flip, norm, out);
+    case 2:
+      return ResampleNormalize<2>(src, window, xs, ys, out_width, out_height, flip, norm, out);
+    default:
+      return ResampleNormalize<3>(src, window, xs, ys, out_width, out_height, flip, norm, out);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
 #include <utility>
 
 #include "common/logging.h"
@@ -156,7 +157,7 @@ void Loader::MarkCorrupt(int64_t index) {
 }
 
 Status Loader::DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder,
-                          std::vector<float>* scratch) {
+                          std::vector<float>* scratch, const Status* first_attempt) {
   const auto s = static_cast<size_t>(slot);
   float* out = job.image_data + slot * sample_numel_;
   int64_t* label = job.label_data + slot;
@@ -171,9 +172,19 @@ Status Loader::DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder,
         attempt == 0
             ? job.seeds[s]
             : (options_.augment ? AugmentationSeed(options_.seed, job.slice.epoch, index) : 0);
-    Status status = decoder != nullptr
-                        ? dataset_->GetOnDevice(index, seed, out, label, *decoder, scratch)
-                        : dataset_->Get(index, seed, out, label);
+    Status status;
+    if (attempt == 0 && first_attempt != nullptr) {
+      status = *first_attempt;
+    } else {
+      try {
+        status = decoder != nullptr
+                     ? dataset_->GetOnDevice(index, seed, out, label, *decoder, scratch)
+                     : dataset_->Get(index, seed, out, label);
+      } catch (const std::exception& e) {
+        return InternalError(dataset_->SampleName(original) +
+                             ": exception while decoding: " + e.what());
+      }
+    }
     if (status.ok()) {
       job.used_indices[s] = index;
       job.used_seeds[s] = seed;
@@ -199,6 +210,31 @@ Status Loader::DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder,
                        std::to_string(original) + " (epoch " + std::to_string(job.slice.epoch) +
                        ", step " + std::to_string(job.slice.step) +
                        "); first error: " + first_error.message());
+}
+
+Status Loader::DecodeChunkOnDevice(Job& job, int64_t begin, int64_t end, DeviceDecoder& decoder,
+                                   std::vector<float>* scratch) {
+  std::vector<DeviceSample> samples;
+  samples.reserve(static_cast<size_t>(end - begin));
+  for (int64_t slot = begin; slot < end; ++slot) {
+    const auto s = static_cast<size_t>(slot);
+    samples.push_back(DeviceSample{job.slice.indices[s], job.seeds[s],
+                                   job.image_data + slot * sample_numel_, job.label_data + slot});
+  }
+  std::vector<Status> statuses;
+  try {
+    dataset_->GetChunkOnDevice(samples, decoder, scratch, &statuses);
+  } catch (const std::exception&) {
+    // Slot by slot instead: the sample that throws reports its exception by name.
+    statuses.clear();
+  }
+  for (int64_t slot = begin; slot < end; ++slot) {
+    const auto k = static_cast<size_t>(slot - begin);
+    if (k < statuses.size() && statuses[k].ok()) continue;
+    RETORT_RETURN_IF_ERROR(
+        DecodeSlot(job, slot, &decoder, scratch, k < statuses.size() ? &statuses[k] : nullptr));
+  }
+  return Status::Ok();
 }
 
 void Loader::DecodeLoop() {
@@ -246,15 +282,17 @@ void Loader::DecodeLoop() {
       else
         status = d.status();
     }
-    for (int64_t slot = begin; slot < end && status.ok(); ++slot) {
-      // A throwing dataset must not take the process down from a decode thread: the exception
-      // becomes this batch's error, reported on the consumer's Next().
-      try {
-        status = DecodeSlot(*job, slot, on_device, &scratch);
-      } catch (const std::exception& e) {
-        status = InternalError(dataset_->SampleName(job->slice.indices[static_cast<size_t>(slot)]) +
-                               ": exception while decoding: " + e.what());
+    // DecodeSlot turns a throwing dataset into the batch's error; this catches the rest (an
+    // allocation failure), so no exception leaves a decode thread.
+    try {
+      if (status.ok() && on_device != nullptr) {
+        status = DecodeChunkOnDevice(*job, begin, end, *on_device, &scratch);
+      } else {
+        for (int64_t slot = begin; slot < end && status.ok(); ++slot)
+          status = DecodeSlot(*job, slot, on_device, &scratch);
       }
+    } catch (const std::exception& e) {
+      status = InternalError(std::string("loader: exception while decoding: ") + e.what());
     }
     lock.Lock();
     --job->in_flight;

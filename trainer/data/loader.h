@@ -100,8 +100,18 @@ class Loader {
   Status RefillLocked() RETORT_REQUIRES(mu_);
   // Decodes one sample slot of `job` (with replacement when skip_corrupt).
   // `decoder` (may be null: Dataset::Get into host memory) and `scratch` are the calling
-  // decode thread's.
-  Status DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder, std::vector<float>* scratch);
+  // decode thread's. `first_attempt`, when not null, is the result of decoding the slot's own
+  // sample already (the device chunk path): it stands for the first attempt instead of decoding
+  // the sample again. An exception from the dataset becomes the returned error, naming the
+  // slot's sample (a throwing dataset must not take the process down from a decode thread).
+  Status DecodeSlot(Job& job, int64_t slot, DeviceDecoder* decoder, std::vector<float>* scratch,
+                    const Status* first_attempt = nullptr);
+  // Decodes slots [begin, end) of `job` on the device: the dataset's GetChunkOnDevice for all of
+  // them (one batch for the device decoder), then DecodeSlot for each slot that failed, so
+  // replacements and errors are exactly those of decoding slot by slot. Stops at the first
+  // error, which it returns.
+  Status DecodeChunkOnDevice(Job& job, int64_t begin, int64_t end, DeviceDecoder& decoder,
+                             std::vector<float>* scratch);
   bool DecodesOnDevice() const {
     return options_.decode_device >= 0 || static_cast<bool>(options_.device_decoder_factory);
   }

@@ -2,14 +2,20 @@
 // interleaved RGB image in device memory (Huffman decoding on this thread's CPU, the IDCT and
 // colour conversion on the GPU), then resample_kernels.cu crops, resizes, mirrors and
 // normalises it into the batch row, everything on a stream of this decoder's own; the call
-// returns once the stream finished. Grow-only device buffers: steady-state decoding allocates
-// nothing. One per decode thread.
+// returns once the stream finished. DecodeJpegBatch decodes the JPEGs the batched decoder takes
+// with one nvjpegDecodeBatched call on a second handle: the hardware JPEG decoder where the GPU
+// has one (NVJPEG_BACKEND_HARDWARE, e.g. A100, H100), else GPU-assisted Huffman decoding
+// (NVJPEG_BACKEND_GPU_HYBRID), else the default backend; then one resample per image and one
+// stream synchronisation. Grow-only device buffers: steady-state decoding allocates nothing.
+// One per decode thread, used by that thread only.
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/data/device_decoder.h"
@@ -31,6 +37,9 @@ Status CudaFailed(cudaError_t e, const std::string& what) {
 // A grow-only device allocation.
 class DeviceBytes {
  public:
+  DeviceBytes() = default;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
   ~DeviceBytes() {
     if (ptr_ != nullptr) cudaFree(ptr_);
   }
@@ -57,6 +66,7 @@ class NvjpegDecoder final : public DeviceDecoder {
  public:
   explicit NvjpegDecoder(int device) : device_(device) {}
   ~NvjpegDecoder() override {
+    DestroyBatchHandle();
     if (state_ != nullptr) nvjpegJpegStateDestroy(state_);
     if (handle_ != nullptr) nvjpegDestroy(handle_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -71,6 +81,13 @@ class NvjpegDecoder final : public DeviceDecoder {
         nvjpegJpegStateCreate(handle_, &state_) != NVJPEG_STATUS_SUCCESS) {
       return InternalError("nvjpeg decoder: creating the nvJPEG handle on device " +
                            std::to_string(device_) + " failed");
+    }
+    // The batched decoder's handle: the first backend this GPU and library accept (creating a
+    // hardware handle fails where the GPU has no JPEG decoder). None: DecodeJpegBatch decodes
+    // one JPEG at a time.
+    for (nvjpegBackend_t backend :
+         {NVJPEG_BACKEND_HARDWARE, NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_DEFAULT}) {
+      if (CreateBatchHandle(backend)) break;
     }
     return Status::Ok();
   }
@@ -101,63 +118,65 @@ class NvjpegDecoder final : public DeviceDecoder {
       return DataLossError("nvjpeg: decoding failed");
     }
 
-    // The CPU path's taps, for the same geometry (full-size image: no DCT downscaling here).
-    const CropRegion region = geometry.box;
-    const ResampleAxis xs = ResampleTaps(out_size, region.x, region.width, width);
-    const ResampleAxis ys = ResampleTaps(out_size, region.y, region.height, height);
-    int row_begin = height, row_end = 0;
-    for (int o = 0; o < out_size; ++o) {
-      row_begin = std::min(row_begin, ys.start[static_cast<size_t>(o)]);
-      row_end =
-          std::max(row_end, ys.start[static_cast<size_t>(o)] + ys.count[static_cast<size_t>(o)]);
-    }
-    // One host block for the taps, one copy.
     host_taps_.clear();
-    auto append = [&](const auto& v) {
-      const size_t at = host_taps_.size();
-      const size_t bytes = v.size() * sizeof(v[0]);
-      host_taps_.resize(at + bytes);
-      std::memcpy(host_taps_.data() + at, v.data(), bytes);
-      return at;
-    };
-    const size_t xs_start = append(xs.start), xs_count = append(xs.count),
-                 xs_weights = append(xs.weights), ys_start = append(ys.start),
-                 ys_count = append(ys.count), ys_weights = append(ys.weights);
-    RETORT_RETURN_IF_ERROR(taps_.Reserve(host_taps_.size()));
-    RETURN_IF_CUDA(cudaMemcpyAsync(taps_.as<char>(), host_taps_.data(), host_taps_.size(),
-                                   cudaMemcpyHostToDevice, stream_),
-                   "uploading the resampling taps");
-    const size_t scratch_floats =
-        static_cast<size_t>(std::max(row_end - row_begin, 1)) * out_size * 3;
-    RETORT_RETURN_IF_ERROR(scratch_.Reserve(scratch_floats * sizeof(float)));
-
-    gpu::ResampleLaunch l;
-    l.image = image_.as<uint8_t>();
-    l.pitch = width * 3;
-    l.row_begin = row_begin;
-    l.row_end = row_end;
-    l.out_size = out_size;
-    const char* taps = taps_.as<char>();
-    l.x_start = reinterpret_cast<const int*>(taps + xs_start);
-    l.x_count = reinterpret_cast<const int*>(taps + xs_count);
-    l.x_weights = reinterpret_cast<const float*>(taps + xs_weights);
-    l.x_max_taps = xs.max_taps;
-    l.y_start = reinterpret_cast<const int*>(taps + ys_start);
-    l.y_count = reinterpret_cast<const int*>(taps + ys_count);
-    l.y_weights = reinterpret_cast<const float*>(taps + ys_weights);
-    l.y_max_taps = ys.max_taps;
-    l.flip = geometry.flip;
-    for (int c = 0; c < 3; ++c) {
-      l.scale[c] = 1.0f / (255.0f * norm.std[c]);
-      l.shift[c] = -norm.mean[c] / norm.std[c];
-    }
-    l.scratch = scratch_.as<float>();
-    l.out = out;
-    RETURN_IF_CUDA(gpu::LaunchCropResizeNormalize(l, stream_), "launching the resize kernels");
+    plans_.clear();
+    plans_.push_back(
+        PlanResample(image_.as<uint8_t>(), width, height, geometry, out_size, norm, out));
+    RETORT_RETURN_IF_ERROR(LaunchResamples());
     // host_taps_ must outlive the asynchronous copy: wait before the next call reuses it.
     RETURN_IF_CUDA(cudaStreamSynchronize(stream_),
                    "decoding a JPEG on device " + std::to_string(device_));
     return Status::Ok();
+  }
+
+  void DecodeJpegBatch(const std::vector<JpegDecodeRequest>& requests,
+                       std::vector<Status>* results) override {
+    results->assign(requests.size(), Status::Ok());
+    auto one_by_one = [&](size_t i) {
+      const JpegDecodeRequest& r = requests[i];
+      (*results)[i] = DecodeJpeg(r.bytes, r.size, r.geometry, r.out_size, r.norm, r.out);
+    };
+    const cudaError_t selected = cudaSetDevice(device_);
+    if (batch_handle_ == nullptr || selected != cudaSuccess) {
+      for (size_t i = 0; i < requests.size(); ++i) one_by_one(i);
+      return;
+    }
+    // Which JPEGs the batched decoder takes; the rest (grayscale, CMYK, what the hardware
+    // decoder lacks, unreadable headers) go through DecodeJpeg, which decodes them or answers
+    // UNIMPLEMENTED / DATA_LOSS exactly as it does for one sample.
+    batched_.clear();
+    batch_sizes_.clear();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      int width = 0, height = 0;
+      if (BatchTakes(requests[i], &width, &height)) {
+        batched_.push_back(i);
+        batch_sizes_.push_back({width, height});
+      } else {
+        one_by_one(i);
+      }
+    }
+    const size_t m = batched_.size();
+    // One JPEG is not worth re-initialising the batched decoder for a new batch size.
+    if (m < 2 || !DecodeBatched(requests)) {
+      for (size_t i : batched_) one_by_one(i);
+      return;
+    }
+    host_taps_.clear();
+    plans_.clear();
+    for (size_t k = 0; k < m; ++k) {
+      const JpegDecodeRequest& r = requests[batched_[k]];
+      plans_.push_back(PlanResample(batch_images_[k]->as<uint8_t>(), batch_sizes_[k].first,
+                                    batch_sizes_[k].second, r.geometry, r.out_size, r.norm, r.out));
+    }
+    Status done = LaunchResamples();
+    // host_taps_ must outlive the asynchronous copy, and the batch's outputs are finished on
+    // return: one wait for the whole batch.
+    const cudaError_t synced = cudaStreamSynchronize(stream_);
+    if (done.ok() && synced != cudaSuccess) {
+      done = CudaFailed(synced, "decoding a batch of " + std::to_string(m) + " JPEGs on device " +
+                                    std::to_string(device_));
+    }
+    for (size_t i : batched_) (*results)[i] = done;
   }
 
   Status Upload(const float* host, size_t floats, float* out) override {
@@ -170,12 +189,197 @@ class NvjpegDecoder final : public DeviceDecoder {
   }
 
  private:
+  // One image's crop-resize-normalise: the launch, with its taps' offsets in host_taps_ until
+  // LaunchResamples turns them into device pointers.
+  struct Resample {
+    gpu::ResampleLaunch launch;
+    size_t x_start = 0, x_count = 0, x_weights = 0, y_start = 0, y_count = 0, y_weights = 0;
+    size_t scratch_floats = 0;
+  };
+
+  // The CPU path's taps for `geometry` on a full-size (no DCT downscaling) width x height
+  // interleaved RGB `image` in device memory, appended to host_taps_.
+  Resample PlanResample(const uint8_t* image, int width, int height, const SampleGeometry& geometry,
+                        int out_size, const Normalization& norm, float* out) {
+    const CropRegion region = geometry.box;
+    const ResampleAxis xs = ResampleTaps(out_size, region.x, region.width, width);
+    const ResampleAxis ys = ResampleTaps(out_size, region.y, region.height, height);
+    int row_begin = height, row_end = 0;
+    for (int o = 0; o < out_size; ++o) {
+      row_begin = std::min(row_begin, ys.start[static_cast<size_t>(o)]);
+      row_end =
+          std::max(row_end, ys.start[static_cast<size_t>(o)] + ys.count[static_cast<size_t>(o)]);
+    }
+    auto append = [&](const auto& v) {
+      const size_t at = host_taps_.size();
+      const size_t bytes = v.size() * sizeof(v[0]);
+      host_taps_.resize(at + bytes);
+      std::memcpy(host_taps_.data() + at, v.data(), bytes);
+      return at;
+    };
+    Resample r;
+    r.x_start = append(xs.start);
+    r.x_count = append(xs.count);
+    r.x_weights = append(xs.weights);
+    r.y_start = append(ys.start);
+    r.y_count = append(ys.count);
+    r.y_weights = append(ys.weights);
+    r.scratch_floats = static_cast<size_t>(std::max(row_end - row_begin, 1)) * out_size * 3;
+    gpu::ResampleLaunch& l = r.launch;
+    l.image = image;
+    l.pitch = width * 3;
+    l.row_begin = row_begin;
+    l.row_end = row_end;
+    l.out_size = out_size;
+    l.x_max_taps = xs.max_taps;
+    l.y_max_taps = ys.max_taps;
+    l.flip = geometry.flip;
+    for (int c = 0; c < 3; ++c) {
+      l.scale[c] = 1.0f / (255.0f * norm.std[c]);
+      l.shift[c] = -norm.mean[c] / norm.std[c];
+    }
+    l.out = out;
+    return r;
+  }
+
+  // Uploads host_taps_ in one copy and enqueues every plan in plans_ on stream_, in order. They
+  // share scratch_, sized for the largest: stream order keeps one image's passes from overlapping
+  // the next's. The caller keeps host_taps_ untouched until stream_ is synchronised.
+  Status LaunchResamples() {
+    size_t scratch_floats = 0;
+    for (const Resample& r : plans_) scratch_floats = std::max(scratch_floats, r.scratch_floats);
+    RETORT_RETURN_IF_ERROR(taps_.Reserve(host_taps_.size()));
+    RETORT_RETURN_IF_ERROR(scratch_.Reserve(scratch_floats * sizeof(float)));
+    RETURN_IF_CUDA(cudaMemcpyAsync(taps_.as<char>(), host_taps_.data(), host_taps_.size(),
+                                   cudaMemcpyHostToDevice, stream_),
+                   "uploading the resampling taps");
+    const char* taps = taps_.as<char>();
+    for (Resample& r : plans_) {
+      gpu::ResampleLaunch& l = r.launch;
+      l.x_start = reinterpret_cast<const int*>(taps + r.x_start);
+      l.x_count = reinterpret_cast<const int*>(taps + r.x_count);
+      l.x_weights = reinterpret_cast<const float*>(taps + r.x_weights);
+      l.y_start = reinterpret_cast<const int*>(taps + r.y_start);
+      l.y_count = reinterpret_cast<const int*>(taps + r.y_count);
+      l.y_weights = reinterpret_cast<const float*>(taps + r.y_weights);
+      l.scratch = scratch_.as<float>();
+      RETURN_IF_CUDA(gpu::LaunchCropResizeNormalize(l, stream_), "launching the resize kernels");
+    }
+    return Status::Ok();
+  }
+
+  // Makes the batched decoder's handle, state (and, for the hardware backend, the header parser
+  // that nvjpegDecodeBatchedSupported needs) on `backend`; false, holding nothing, if any fails.
+  bool CreateBatchHandle(nvjpegBackend_t backend) {
+    const bool made =
+        nvjpegCreateEx(backend, nullptr, nullptr, 0, &batch_handle_) == NVJPEG_STATUS_SUCCESS &&
+        nvjpegJpegStateCreate(batch_handle_, &batch_state_) == NVJPEG_STATUS_SUCCESS &&
+        (backend != NVJPEG_BACKEND_HARDWARE ||
+         nvjpegJpegStreamCreate(batch_handle_, &batch_stream_) == NVJPEG_STATUS_SUCCESS);
+    if (!made) {
+      DestroyBatchHandle();
+      return false;
+    }
+    batch_hardware_ = backend == NVJPEG_BACKEND_HARDWARE;
+    return true;
+  }
+  void DestroyBatchHandle() {
+    if (batch_stream_ != nullptr) nvjpegJpegStreamDestroy(batch_stream_);
+    if (batch_state_ != nullptr) nvjpegJpegStateDestroy(batch_state_);
+    if (batch_handle_ != nullptr) nvjpegDestroy(batch_handle_);
+    batch_stream_ = nullptr;
+    batch_state_ = nullptr;
+    batch_handle_ = nullptr;
+    batch_hardware_ = false;
+  }
+
+  // Whether the batched decoder takes this JPEG (3 components, a known subsampling, and for the
+  // hardware decoder a bitstream it supports); its full size when it does.
+  bool BatchTakes(const JpegDecodeRequest& r, int* width, int* height) {
+    int components = 0;
+    nvjpegChromaSubsampling_t subsampling = NVJPEG_CSS_UNKNOWN;
+    int widths[NVJPEG_MAX_COMPONENT] = {0};
+    int heights[NVJPEG_MAX_COMPONENT] = {0};
+    if (nvjpegGetImageInfo(handle_, r.bytes, r.size, &components, &subsampling, widths, heights) !=
+            NVJPEG_STATUS_SUCCESS ||
+        components != 3 || subsampling == NVJPEG_CSS_UNKNOWN || widths[0] <= 0 || heights[0] <= 0) {
+      return false;
+    }
+    if (batch_hardware_) {
+      // 0 means supported.
+      int unsupported = 1;
+      if (nvjpegJpegStreamParseHeader(batch_handle_, r.bytes, r.size, batch_stream_) !=
+              NVJPEG_STATUS_SUCCESS ||
+          nvjpegDecodeBatchedSupported(batch_handle_, batch_stream_, &unsupported) !=
+              NVJPEG_STATUS_SUCCESS ||
+          unsupported != 0) {
+        return false;
+      }
+    }
+    *width = widths[0];
+    *height = heights[0];
+    return true;
+  }
+
+  // Decodes the JPEGs batched_ lists into batch_images_ with one nvjpegDecodeBatched call,
+  // enqueued on stream_. False when the batch could not be decoded as a whole (a corrupt
+  // bitstream among them, an allocation failure): the caller decodes them one by one.
+  bool DecodeBatched(const std::vector<JpegDecodeRequest>& requests) {
+    const size_t m = batched_.size();
+    while (batch_images_.size() < m) batch_images_.push_back(std::make_unique<DeviceBytes>());
+    batch_data_.assign(m, nullptr);
+    batch_lengths_.assign(m, 0);
+    batch_outputs_.assign(m, nvjpegImage_t{});
+    for (size_t k = 0; k < m; ++k) {
+      const JpegDecodeRequest& r = requests[batched_[k]];
+      const size_t pitch = static_cast<size_t>(batch_sizes_[k].first) * 3;
+      if (!batch_images_[k]->Reserve(pitch * static_cast<size_t>(batch_sizes_[k].second)).ok())
+        return false;
+      batch_data_[k] = r.bytes;
+      batch_lengths_[k] = r.size;
+      batch_outputs_[k].channel[0] = batch_images_[k]->as<unsigned char>();
+      batch_outputs_[k].pitch[0] = pitch;
+    }
+    // nvjpegDecodeBatched needs the batch size it was initialised with; initialising again also
+    // resets the state after a failed batch.
+    if (batch_initialized_size_ != m) {
+      if (nvjpegDecodeBatchedInitialize(batch_handle_, batch_state_, static_cast<int>(m),
+                                        /*max_cpu_threads=*/1,
+                                        NVJPEG_OUTPUT_RGBI) != NVJPEG_STATUS_SUCCESS) {
+        batch_initialized_size_ = 0;
+        return false;
+      }
+      batch_initialized_size_ = m;
+    }
+    if (nvjpegDecodeBatched(batch_handle_, batch_state_, batch_data_.data(), batch_lengths_.data(),
+                            batch_outputs_.data(), stream_) != NVJPEG_STATUS_SUCCESS) {
+      batch_initialized_size_ = 0;
+      return false;
+    }
+    return true;
+  }
+
   const int device_;
   cudaStream_t stream_ = nullptr;
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t state_ = nullptr;
   DeviceBytes image_, taps_, scratch_;
   std::vector<char> host_taps_;
+  std::vector<Resample> plans_;
+  // The batched decoder (DecodeJpegBatch); batch_handle_ null when no backend could be made.
+  nvjpegHandle_t batch_handle_ = nullptr;
+  nvjpegJpegState_t batch_state_ = nullptr;
+  nvjpegJpegStream_t batch_stream_ = nullptr;  // hardware backend only
+  bool batch_hardware_ = false;
+  size_t batch_initialized_size_ = 0;  // 0: initialise before the next batch
+  // Per-call scratch of DecodeJpegBatch, kept to avoid allocating: the requests it batches, their
+  // full sizes, nvjpegDecodeBatched's arguments, and one grow-only device image per position.
+  std::vector<size_t> batched_;
+  std::vector<std::pair<int, int>> batch_sizes_;
+  std::vector<const unsigned char*> batch_data_;
+  std::vector<size_t> batch_lengths_;
+  std::vector<nvjpegImage_t> batch_outputs_;
+  std::vector<std::unique_ptr<DeviceBytes>> batch_images_;
 };
 
 }  // namespace
