@@ -1,5 +1,7 @@
 #include "collectives/ucx/ucx_handles.h"
 
+#include <cstdlib>
+
 #include "collectives/ucx/ucx_check.h"
 #include "common/logging.h"
 
@@ -52,6 +54,10 @@ StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
     if (s != UCS_OK) {
       LOG_WARN("ucx") << "could not set KEEPALIVE_INTERVAL: " << ucs_status_string(s);
     }
+  }
+  if (options.new_protocols && std::getenv("UCX_PROTO_ENABLE") == nullptr) {
+    UCX_CHECK(ucp_config_modify(config.get(), "PROTO_ENABLE", "y"),
+              "enabling UCX's protocol selection (PROTO_ENABLE)");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

@@ -61,6 +61,12 @@ struct UcxContextOptions {
   // shared-memory FIFO). Both ranks must allow it; the larger threshold of the two applies.
   // 0: never.
   size_t cma_min_bytes = size_t{64} << 10;
+  // UCX's newer protocol selection (UCX_PROTO_ENABLE). With the older one, UCX 1.13's
+  // rendezvous over TCP serialises the two directions of a connection: a pairwise exchange
+  // (a 2-rank ring step, the hierarchical inter-node level with 2 nodes) took as long as
+  // sending both halves one after the other, 137 ms instead of 71 ms for 16 MiB over a
+  // 1 Gbit/s link (bench/multihost/RESULTS.md). The environment's UCX_PROTO_ENABLE wins.
+  bool new_protocols = true;
 };
 
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);
