@@ -1,11 +1,15 @@
-// Hierarchical vs flat data plane on rate-limited links between test hosts
+// Hierarchical vs flat data plane on shaped links between test hosts
 // (tests/testing/test_hosts.h: network + PID + IPC + mount namespaces, UCX over TCP between
-// hosts, shared memory inside one). For every link rate it shapes each host's link (tc tbf,
-// both directions), then runs collectives_bench --rank=R on each host for the flat UCX ring and
-// the hierarchical communicator (intra-host, then inter-host among equal local indices) in the
-// same run, and prints rank 0's JSON lines with the link rate and layout added. Needs root.
+// hosts, shared memory inside one). For every link setting (rate x one-way latency, and one
+// loss rate) it shapes each host's link in both directions, with tc tbf (rate only) or the
+// userspace link emulator (testing/link_emulator.h: rate, latency, loss; this kernel has no
+// netem), then runs collectives_bench --rank=R on each host for the flat UCX ring and the
+// hierarchical communicator (intra-host, then inter-host among equal local indices) in the same
+// run, and prints rank 0's JSON lines with the link setting and layout added, plus one comment
+// line per setting with the emulator's counters. Needs root.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,19 +46,39 @@ std::string LoadAverage() {
 
 int main(int argc, char** argv) {
   int64_t hosts = 2, ranks_per_host = 2, timeout_s = 300;
-  std::string rates = "0,4000,1000", backends = "ucx,hierarchical",
-              ops = "all_reduce,reduce_scatter";
+  std::string rates = "0,4000,1000", latencies = "0", shaper = "auto",
+              backends = "ucx,hierarchical", ops = "all_reduce,reduce_scatter";
+  double loss = 0;
+  int64_t queue_ms = 50;
   int64_t min_bytes = int64_t{1} << 20, max_bytes = int64_t{16} << 20;
   std::string bench = std::string(RETORT_BINARY_DIR) + "/bench/collectives/collectives_bench";
   retort::ArgParser args(
-      "shaped_links_bench [--hosts=2] [--ranks_per_host=2] [--rates_mbit=0,4000,1000] [...]",
+      "shaped_links_bench [--hosts=2] [--ranks_per_host=2] [--rates_mbit=0,4000,1000]\n"
+      "                   [--latencies_us=0,500] [--loss=0.001] [--shaper=auto|tbf|emulator]\n"
+      "                   [...]",
       "Runs retort's flat and hierarchical collectives across test hosts (network namespaces,\n"
-      "root only) whose links are rate-limited with tc tbf; prints JSON lines (busbw as\n"
-      "collectives_bench defines it) with link_mbit (0: unshaped veth) and the layout.");
+      "root only) whose links are shaped with tc tbf (rate) or the userspace link emulator\n"
+      "(rate, one-way latency, loss); prints JSON lines (busbw as collectives_bench defines it)\n"
+      "with link_mbit (0: no rate limit), link_latency_us, link_loss, shaper and the layout.");
   args.AddInt("hosts", &hosts, "test hosts (ranks_per_host ranks on each)");
   args.AddInt("ranks_per_host", &ranks_per_host, "ranks on each host");
   args.AddString("rates_mbit", &rates, "comma list of link rates in Mbit/s (0: no limit)");
-  args.AddString("backends", &backends, "comma list: ucx (flat ring), hierarchical");
+  args.AddString("latencies_us", &latencies,
+                 "comma list of one-way latencies in microseconds added to each host's link "
+                 "(emulator only)");
+  args.AddDouble("loss", &loss,
+                 "per-segment loss probability on each host's link, each way "
+                 "(emulator only)");
+  args.AddInt("queue_ms", &queue_ms,
+              "emulator only: longest wait for the link before a frame is dropped (the "
+              "queue's size in time; tc tbf's latency is 50 ms)");
+  args.AddString("shaper", &shaper,
+                 "tbf (kernel token bucket: rate only), emulator (userspace: rate, latency, "
+                 "loss) or auto (the emulator when a latency or loss is asked for)");
+  args.AddString("backends", &backends,
+                 "comma list: ucx (flat ring, ranks host by host: one flow per link and "
+                 "direction), ucx-interleaved (flat ring, ranks dealt to hosts in turn: "
+                 "ranks_per_host flows per link), hierarchical");
   args.AddString("ops", &ops, "collectives_bench --ops");
   args.AddInt("min_bytes", &min_bytes, "smallest size (bytes; sizes grow x4)");
   args.AddInt("max_bytes", &max_bytes, "largest size (bytes)");
@@ -71,6 +95,21 @@ int main(int argc, char** argv) {
               << ", " << ranks_per_host << ")\n";
     return 2;
   }
+  std::vector<int64_t> latency_list;
+  for (const std::string& l : Split(latencies)) latency_list.push_back(std::stoll(l));
+  const bool wants_emulator = loss > 0 || std::any_of(latency_list.begin(), latency_list.end(),
+                                                      [](int64_t l) { return l != 0; });
+  if (shaper == "auto") shaper = wants_emulator ? "emulator" : "tbf";
+  if (shaper != "tbf" && shaper != "emulator") {
+    std::cerr << "shaped_links_bench: --shaper must be auto, tbf or emulator (got '" << shaper
+              << "')\n";
+    return 2;
+  }
+  if (shaper == "tbf" && wants_emulator) {
+    std::cerr << "shaped_links_bench: tc tbf shapes the rate only; latency and loss need "
+                 "--shaper=emulator\n";
+    return 2;
+  }
   char dir_template[] = "/tmp/retort_shaped_bench_XXXXXX";
   if (!mkdtemp(dir_template)) return 1;
   const std::string dir = dir_template;
@@ -84,51 +123,95 @@ int main(int argc, char** argv) {
   const int world = static_cast<int>(hosts * ranks_per_host);
   int run = 0, failures = 0;
   for (const std::string& rate : Split(rates)) {
-    const int64_t mbit = std::stoll(rate);
-    for (int h = 0; h < hosts; ++h) {
-      if (!test_hosts->ShapeLink(h, mbit, &why)) {
-        std::cerr << "shaped_links_bench: shaping host " << h << " to " << mbit
-                  << " Mbit/s: " << why << "\n";
-        return 1;
-      }
-    }
-    for (const std::string& backend : Split(backends)) {
-      const std::string run_dir = dir + "/run" + std::to_string(run++);
-      std::vector<std::unique_ptr<Subprocess>> ranks;
-      for (int r = 0; r < world; ++r) {
-        const int host = r / static_cast<int>(ranks_per_host);
-        ranks.push_back(test_hosts->Spawn(
-            host,
-            {bench, "--rank=" + std::to_string(r), "--ranks=" + std::to_string(world),
-             "--store-dir=" + run_dir + "/store", "--backend=" + backend,
-             "--local-size=" + std::to_string(ranks_per_host), "--ops=" + ops,
-             "--min-bytes=" + std::to_string(min_bytes), "--max-bytes=" + std::to_string(max_bytes),
-             "--label=retort-" + backend},
-            run_dir + "-rank" + std::to_string(r) + ".log"));
-      }
-      bool ok = true;
-      for (int r = 0; r < world; ++r) {
-        auto rc = ranks[r]->Wait(milliseconds(timeout_s * 1000));
-        if (!rc || *rc != 0) {
-          ok = false;
-          std::cerr << "shaped_links_bench: rank " << r << " of " << backend << " at " << mbit
-                    << " Mbit/s " << (rc ? "exited " + std::to_string(*rc) : "timed out") << ":\n"
-                    << ranks[r]->Log() << "\n";
+    for (const int64_t latency_us : latency_list) {
+      const int64_t mbit = std::stoll(rate);
+      std::vector<retort::testing::LinkEmulator::Counters> before(hosts);
+      for (int h = 0; h < hosts; ++h) {
+        bool shaped = false;
+        if (shaper == "tbf") {
+          shaped = test_hosts->ShapeLink(h, mbit, &why);
+        } else {
+          retort::testing::LinkProfile profile;
+          profile.rate_mbit = mbit;
+          profile.latency = std::chrono::microseconds(latency_us);
+          profile.loss = loss;
+          profile.queue_limit = std::chrono::milliseconds(queue_ms);
+          shaped = test_hosts->EmulateLink(h, profile, &why);
+          before[h] = test_hosts->link_counters(h);
+        }
+        if (!shaped) {
+          std::cerr << "shaped_links_bench: shaping host " << h << " (" << mbit << " Mbit/s, "
+                    << latency_us << " us, loss " << loss << "): " << why << "\n";
+          return 1;
         }
       }
-      if (!ok) {
-        ++failures;
-        continue;
+      for (const std::string& backend : Split(backends)) {
+        const std::string run_dir = dir + "/run" + std::to_string(run++);
+        std::vector<std::unique_ptr<Subprocess>> ranks;
+        // ucx-interleaved: the flat ring with ranks dealt to hosts in turn, so every ring
+        // hop crosses a host link and each link carries ranks_per_host flows each way, as the
+        // hierarchical schedule's inter-host level does.
+        const bool interleaved = backend == "ucx-interleaved";
+        for (int r = 0; r < world; ++r) {
+          const int host =
+              interleaved ? r % static_cast<int>(hosts) : r / static_cast<int>(ranks_per_host);
+          ranks.push_back(test_hosts->Spawn(
+              host,
+              {bench, "--rank=" + std::to_string(r), "--ranks=" + std::to_string(world),
+               "--store-dir=" + run_dir + "/store",
+               "--backend=" + std::string(interleaved ? "ucx" : backend),
+               "--local-size=" + std::to_string(ranks_per_host), "--ops=" + ops,
+               "--min-bytes=" + std::to_string(min_bytes),
+               "--max-bytes=" + std::to_string(max_bytes), "--label=retort-" + backend},
+              run_dir + "-rank" + std::to_string(r) + ".log"));
+        }
+        bool ok = true;
+        for (int r = 0; r < world; ++r) {
+          auto rc = ranks[r]->Wait(milliseconds(timeout_s * 1000));
+          if (!rc || *rc != 0) {
+            ok = false;
+            std::cerr << "shaped_links_bench: rank " << r << " of " << backend << " at " << mbit
+                      << " Mbit/s, " << latency_us << " us "
+                      << (rc ? "exited " + std::to_string(*rc) : "timed out") << ":\n"
+                      << ranks[r]->Log() << "\n";
+          }
+        }
+        if (!ok) {
+          ++failures;
+          continue;
+        }
+        std::istringstream lines(ranks[0]->Log());
+        for (std::string line; std::getline(lines, line);) {
+          if (line.empty() || line.front() != '{' || line.back() != '}') continue;
+          line.pop_back();
+          std::printf(
+              "%s,\"link_mbit\":%lld,\"link_latency_us\":%lld,\"link_loss\":%g,"
+              "\"shaper\":\"%s\",\"queue_ms\":%lld,\"hosts\":%lld,\"ranks_per_host\":%lld}\n",
+              line.c_str(), static_cast<long long>(mbit), static_cast<long long>(latency_us), loss,
+              shaper.c_str(), static_cast<long long>(shaper == "emulator" ? queue_ms : 50),
+              static_cast<long long>(hosts), static_cast<long long>(ranks_per_host));
+        }
+        std::fflush(stdout);
       }
-      std::istringstream lines(ranks[0]->Log());
-      for (std::string line; std::getline(lines, line);) {
-        if (line.empty() || line.front() != '{' || line.back() != '}') continue;
-        line.pop_back();
-        std::printf("%s,\"link_mbit\":%lld,\"hosts\":%lld,\"ranks_per_host\":%lld}\n", line.c_str(),
-                    static_cast<long long>(mbit), static_cast<long long>(hosts),
-                    static_cast<long long>(ranks_per_host));
+      if (shaper == "emulator") {
+        // What the emulators did at this setting, summed over the hosts' links.
+        retort::testing::LinkEmulator::Counters sum;
+        for (int h = 0; h < hosts; ++h) {
+          const auto now = test_hosts->link_counters(h);
+          sum.frames += now.frames - before[h].frames;
+          sum.lost += now.lost - before[h].lost;
+          sum.queue_drops += now.queue_drops - before[h].queue_drops;
+          sum.late_us_max = std::max(sum.late_us_max, now.late_us_max);
+        }
+        std::printf(
+            "{\"comment\":\"emulator\",\"link_mbit\":%lld,\"link_latency_us\":%lld,"
+            "\"frames\":%llu,\"lost\":%llu,\"queue_drops\":%llu,\"late_us_max_so_far\":%lld}\n",
+            static_cast<long long>(mbit), static_cast<long long>(latency_us),
+            static_cast<unsigned long long>(sum.frames), static_cast<unsigned long long>(sum.lost),
+            static_cast<unsigned long long>(sum.queue_drops),
+            static_cast<long long>(sum.late_us_max));
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
     }
   }
   std::printf("{\"comment\":\"load after\",\"loadavg\":\"%s\"}\n", LoadAverage().c_str());
