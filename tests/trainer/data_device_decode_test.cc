@@ -356,6 +356,20 @@ LoaderPair MakeLoaders(std::shared_ptr<const Dataset> ds, LoaderOptions o, Batch
   return pair;
 }
 
+// The next `steps` batches of both loaders are the same samples, pixels, labels and seeds.
+void ExpectSameBatches(LoaderPair& loaders, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    auto a = loaders.cpu->Next(Deadline::AfterMs(30000));
+    auto b = loaders.device->Next(Deadline::AfterMs(30000));
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(torch::equal(a->images, b->images)) << "step " << step;
+    EXPECT_TRUE(torch::equal(a->labels, b->labels));
+    EXPECT_EQ(a->sample_indices, b->sample_indices);
+    EXPECT_EQ(a->augmentation_seeds, b->augmentation_seeds);
+  }
+}
+
 TEST_F(DeviceDecodeTest, TheLoadersDevicePathDecodesChunksInBatchesAsTheCpuPathDecodes) {
   AddJpegs(17);
   AddAwkwardFiles(/*truncated=*/false, /*bad_header=*/false);
@@ -370,16 +384,7 @@ TEST_F(DeviceDecodeTest, TheLoadersDevicePathDecodesChunksInBatchesAsTheCpuPathD
   std::atomic<int> decoders{0};
   LoaderPair loaders = MakeLoaders(ds, o, &counts, &decoders);
   ASSERT_NE(loaders.device, nullptr);
-  for (int step = 0; step < 3; ++step) {
-    auto a = loaders.cpu->Next(Deadline::AfterMs(30000));
-    auto b = loaders.device->Next(Deadline::AfterMs(30000));
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_TRUE(torch::equal(a->images, b->images)) << "step " << step;
-    EXPECT_TRUE(torch::equal(a->labels, b->labels));
-    EXPECT_EQ(a->sample_indices, b->sample_indices);
-    EXPECT_EQ(a->augmentation_seeds, b->augmentation_seeds);
-  }
+  ExpectSameBatches(loaders, 3);
   EXPECT_GE(decoders.load(), 1);
   EXPECT_LE(decoders.load(), 3) << "one decoder per decode thread";
   // At least 3 batches of 25 JPEGs (the PNG is uploaded; later batches may be decoding ahead),
@@ -408,16 +413,7 @@ TEST_F(DeviceDecodeTest, TheLoadersDevicePathReplacesAndFailsAsTheCpuPathDoes) {
     skip.skip_corrupt = true;
     LoaderPair loaders = MakeLoaders(ds, skip, &counts, &decoders);
     ASSERT_NE(loaders.device, nullptr);
-    for (int step = 0; step < 2; ++step) {
-      auto a = loaders.cpu->Next(Deadline::AfterMs(30000));
-      auto b = loaders.device->Next(Deadline::AfterMs(30000));
-      ASSERT_TRUE(a.ok()) << a.status();
-      ASSERT_TRUE(b.ok()) << b.status();
-      EXPECT_TRUE(torch::equal(a->images, b->images)) << "step " << step;
-      EXPECT_TRUE(torch::equal(a->labels, b->labels));
-      EXPECT_EQ(a->sample_indices, b->sample_indices);
-      EXPECT_EQ(a->augmentation_seeds, b->augmentation_seeds);
-    }
+    ExpectSameBatches(loaders, 2);
     EXPECT_EQ(loaders.cpu->stats().replaced_samples, 4);
     EXPECT_EQ(loaders.device->stats().replaced_samples, 4);
     EXPECT_EQ(loaders.device->stats().corrupt_samples, loaders.cpu->stats().corrupt_samples);
