@@ -109,6 +109,7 @@ class NodeFailureTest : public MultiHostScenarioTest {
     return true;
   }
 
+  void WholeHostKillRecovers(const testing::LinkProfile* links);
   void EvictedThenHealed(const testing::TestHosts& hosts,
                          const std::function<bool(std::string*)>& cut,
                          const std::function<bool(std::string*)>& heal, const std::string& what);
@@ -123,10 +124,18 @@ class NodeFailureTest : public MultiHostScenarioTest {
 
 // Every process of host 2 dies at once (its PID namespace's init is killed). Ranks 2 and 3 go
 // together; their optimizer ranges' replicas live on host 1 (replicas two ranks along the
-// ring), so the survivors rebuild the state in memory and lose no completed step.
-TEST_F(NodeFailureTest, WholeHostKillRecoversFromReplicasOnAnotherHostWithNoLostStep) {
+// ring), so the survivors rebuild the state in memory and lose no completed step. With
+// `links`, every host's link (the coordinator's too) goes through the link emulator first.
+void NodeFailureTest::WholeHostKillRecovers(const testing::LinkProfile* links) {
   auto hosts = MakeHosts(1 + kWorkerHosts);
   if (!hosts) GTEST_SKIP() << skip_reason();
+  std::string why;
+  for (int h = 0; links != nullptr && h < hosts->size(); ++h)
+    ASSERT_TRUE(hosts->EmulateLink(h, *links, &why)) << why;
+  const std::string shape =
+      links == nullptr ? std::string()
+                       : " over " + std::to_string(links->rate_mbit) + " Mbit/s links with " +
+                             std::to_string(links->latency.count()) + " us one way";
   const JobOptions job = Job();
   LoadReference(job);
   auto c = StartOnHosts(job, *hosts, {});
@@ -158,8 +167,8 @@ TEST_F(NodeFailureTest, WholeHostKillRecoversFromReplicasOnAnotherHostWithNoLost
     if (l.generation <= st.generation) continue;
     // Steps completed before the kill that the new generation had to run again.
     const int64_t lost = std::max<int64_t>(0, step_before - (l.step - 1));
-    std::cout << "[ measured ] whole-host kill (2 of 4 ranks) after step " << step_before
-              << " -> next new completed step " << l.step << ": "
+    std::cout << "[ measured ] whole-host kill (2 of 4 ranks)" << shape << " after step "
+              << step_before << " -> next new completed step " << l.step << ": "
               << (l.time_unix_ms - kill_ms) / 1000.0 << " s, lost steps " << lost << "\n";
     break;
   }
@@ -176,6 +185,19 @@ TEST_F(NodeFailureTest, WholeHostKillRecoversFromReplicasOnAnotherHostWithNoLost
   // The survivors recovered from memory, not from a disk checkpoint (there is none).
   for (int w : WorkersOn(*c, 1))
     EXPECT_THAT(c->worker(w).Log(), ::testing::HasSubstr("starts from replicas")) << "worker " << w;
+}
+
+TEST_F(NodeFailureTest, WholeHostKillRecoversFromReplicasOnAnotherHostWithNoLostStep) {
+  WholeHostKillRecovers(nullptr);
+}
+
+// The same over shaped links (1 Gbit/s, 1 ms one way, through the userspace link emulator):
+// recovery still within the target, still no lost step.
+TEST_F(NodeFailureTest, WholeHostKillOverSlowLinksWithLatencyLosesNoStep) {
+  testing::LinkProfile links;
+  links.rate_mbit = 1000;
+  links.latency = std::chrono::milliseconds(1);
+  WholeHostKillRecovers(&links);
 }
 
 // Host 2 is cut off for well under the eviction timeout: its ranks stall with everyone (the
