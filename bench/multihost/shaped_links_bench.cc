@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
         }
         std::printf(
             "{\"comment\":\"emulator\",\"link_mbit\":%lld,\"link_latency_us\":%lld,"
-            "\"frames\":%llu,\"lost\":%llu,\"queue_drops\":%llu,\"late_us_max_so_far\":%lld}\n",
+            "\"frames\":%llu,\"lost\":%llu,\"queue_drops\":%llu,\"late_us_max\":%lld}\n",
             static_cast<long long>(mbit), static_cast<long long>(latency_us),
             static_cast<unsigned long long>(sum.frames), static_cast<unsigned long long>(sum.lost),
             static_cast<unsigned long long>(sum.queue_drops),

@@ -172,6 +172,7 @@ LinkEmulator::~LinkEmulator() {
 void LinkEmulator::SetProfile(const LinkProfile& profile) {
   std::lock_guard<std::mutex> lock(mu_);
   profile_ = profile;
+  ++profile_sets_;
 }
 
 LinkProfile LinkEmulator::profile() const {
@@ -192,6 +193,7 @@ void LinkEmulator::Run() {
   q.link_free[0] = q.link_free[1] = q.retry_at[0] = q.retry_at[1] = Clock::now();
   std::string buffer(kMaxFrame, '\0');
   Counters local;  // published to counters_ once per loop
+  uint64_t seen_profile_sets = 0;
 
   while (!stop_) {
     // Sleep until the next delivery is due, a frame arrives or the destructor wakes us.
@@ -207,7 +209,15 @@ void LinkEmulator::Run() {
     if (::ppoll(fds, 3, &timeout, nullptr) < 0 && errno != EINTR) break;
     if (stop_) break;
 
-    const LinkProfile profile = this->profile();
+    LinkProfile profile;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      profile = profile_;
+      if (profile_sets_ != seen_profile_sets) {
+        seen_profile_sets = profile_sets_;
+        local.late_us_max = 0;  // lateness is reported per profile
+      }
+    }
     // Direction d carries frames read on socket d out of socket 1 - d.
     for (int d = 0; d < 2; ++d) {
       if (!(fds[d].revents & POLLIN)) continue;

@@ -15,7 +15,7 @@
 // dropped (tail drop, as a switch port's buffer). One thread (started by Start, joined by the
 // destructor) does all of it with ppoll and a 1 us timer slack; on this loaded 2-core machine
 // delivery is late by the scheduler's delay, which counters() does not hide: it reports
-// `late_us_max`, the worst lateness seen.
+// `late_us_max`, the worst lateness since the profile was last set.
 //
 // Thread safety: SetProfile() and counters() may be called from any thread while it runs.
 #pragma once
@@ -45,7 +45,7 @@ class LinkEmulator {
     uint64_t lost = 0;           // frames dropped by the loss draw
     uint64_t queue_drops = 0;    // frames dropped because the queue was full
     uint64_t send_failures = 0;  // frames the kernel refused to transmit (link down, ...)
-    int64_t late_us_max = 0;     // worst delivery lateness behind the scheduled time
+    int64_t late_us_max = 0;     // worst delivery lateness since the profile was set
   };
 
   // Bridges interfaces `a` and `b` (both in this network namespace, up, without addresses of
@@ -74,8 +74,9 @@ class LinkEmulator {
   int sockets_[2] = {-1, -1};
   int wake_fd_ = -1;  // eventfd: tells Run() to stop
   mutable std::mutex mu_;
-  LinkProfile profile_;  // guarded by mu_
-  Counters counters_;    // guarded by mu_
+  LinkProfile profile_;        // guarded by mu_
+  uint64_t profile_sets_ = 0;  // guarded by mu_; SetProfile calls, so Run sees a new profile
+  Counters counters_;          // guarded by mu_
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
