@@ -88,8 +88,8 @@ std::vector<JpegFixture> Fixtures() {
 
 // Rectangles of a width x height image: the whole image, its corners and edges, thin strips
 // and single pixels, and random boxes.
-std::vector<PixelRect> TestRects(int width, int height, uint64_t seed) {
-  std::vector<PixelRect> rects = {
+std::vector<CropBox> TestRects(int width, int height, uint64_t seed) {
+  std::vector<CropBox> rects = {
       {0, 0, width, height},
       {0, 0, std::min(width, 17), std::min(height, 13)},
       {width - std::min(width, 19), height - std::min(height, 11), std::min(width, 19),
@@ -116,8 +116,8 @@ std::vector<PixelRect> TestRects(int width, int height, uint64_t seed) {
 }
 
 // Pixels of `wanted` that differ between the full decode and the region decode.
-int CountDifferences(const DecodedImage& full, const DecodedImage& region, const PixelRect& decoded,
-                     const PixelRect& wanted) {
+int CountDifferences(const DecodedImage& full, const DecodedImage& region, const CropBox& decoded,
+                     const CropBox& wanted) {
   int differing = 0;
   for (int y = wanted.y; y < wanted.y + wanted.height; ++y) {
     for (int x = wanted.x; x < wanted.x + wanted.width; ++x) {
@@ -139,8 +139,8 @@ TEST(ImageCodecRegion, RegionPixelsAreBitIdenticalToTheFullDecode) {
     for (int downscale : {1, 2, 4, 8}) {
       StatusOr<DecodedImage> full = DecodeImage(data, jpeg.size(), downscale);
       ASSERT_TRUE(full.ok()) << f.name << ": " << full.status();
-      for (const PixelRect& wanted : TestRects(full->width, full->height, 11)) {
-        PixelRect decoded;
+      for (const CropBox& wanted : TestRects(full->width, full->height, 11)) {
+        CropBox decoded;
         StatusOr<DecodedImage> region =
             DecodeJpegRegion(data, jpeg.size(), downscale, wanted, &decoded);
         const std::string where = f.name + " downscale " + std::to_string(downscale) + " rect " +
@@ -176,9 +176,9 @@ TEST(ImageCodecRegion, RegionAboveTheDamageStillFailsLikeTheFullDecode) {
   StatusOr<DecodedImage> full = DecodeImage(data, truncated.size(), 1);
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), StatusCode::kDataLoss) << full.status();
-  PixelRect decoded;
+  CropBox decoded;
   StatusOr<DecodedImage> region =
-      DecodeJpegRegion(data, truncated.size(), 1, PixelRect{10, 5, 50, 20}, &decoded);
+      DecodeJpegRegion(data, truncated.size(), 1, CropBox{10, 5, 50, 20}, &decoded);
   ASSERT_FALSE(region.ok());
   EXPECT_EQ(region.status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(region.status().message(), full.status().message());
@@ -188,7 +188,7 @@ TEST(ImageCodecRegion, RegionAboveTheDamageStillFailsLikeTheFullDecode) {
   const auto* text_data = reinterpret_cast<const uint8_t*>(text.data());
   StatusOr<DecodedImage> full_text = DecodeImage(text_data, text.size(), 1);
   StatusOr<DecodedImage> region_text =
-      DecodeJpegRegion(text_data, text.size(), 1, PixelRect{0, 0, 1, 1}, &decoded);
+      DecodeJpegRegion(text_data, text.size(), 1, CropBox{0, 0, 1, 1}, &decoded);
   ASSERT_FALSE(full_text.ok());
   ASSERT_FALSE(region_text.ok());
   EXPECT_EQ(region_text.status().code(), StatusCode::kDataLoss);
@@ -210,7 +210,7 @@ TEST(ImageCodecRegion, CmykTakesTheFullDecodePath) {
   tjDestroy(tj);
   const auto* data = reinterpret_cast<const uint8_t*>(jpeg.data());
   StatusOr<DecodedImage> full = DecodeImage(data, jpeg.size(), 1);
-  PixelRect decoded;
+  CropBox decoded;
   StatusOr<DecodedImage> region = DecodeJpegRegion(data, jpeg.size(), 1, {5, 5, 10, 10}, &decoded);
   ASSERT_EQ(region.ok(), full.ok()) << region.status() << " vs " << full.status();
   if (full.ok()) {
@@ -225,9 +225,9 @@ TEST(ImageCodecRegion, CmykTakesTheFullDecodePath) {
 TEST(ImageCodecRegion, RegionsOutsideTheImageAreInvalidArguments) {
   const std::string jpeg = EncodeFixture({"420", 64, 48, TJSAMP_420, false});
   const auto* data = reinterpret_cast<const uint8_t*>(jpeg.data());
-  PixelRect decoded;
-  for (const PixelRect& bad : {PixelRect{0, 0, 0, 5}, PixelRect{-1, 0, 5, 5},
-                               PixelRect{60, 0, 5, 5}, PixelRect{0, 40, 5, 9}}) {
+  CropBox decoded;
+  for (const CropBox& bad :
+       {CropBox{0, 0, 0, 5}, CropBox{-1, 0, 5, 5}, CropBox{60, 0, 5, 5}, CropBox{0, 40, 5, 9}}) {
     EXPECT_EQ(DecodeJpegRegion(data, jpeg.size(), 1, bad, &decoded).status().code(),
               StatusCode::kInvalidArgument);
   }

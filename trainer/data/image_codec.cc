@@ -151,7 +151,7 @@ constexpr int kRowsPerRead = 8;
 // Returns false after a libjpeg error (message in state->err). Objects with destructors
 // (`image`) live in the caller's frame.
 bool RunRegionDecode(RegionDecode* state, const uint8_t* data, size_t size, int num, int denom,
-                     const PixelRect& request, DecodedImage* image, PixelRect* decoded) {
+                     const CropBox& request, DecodedImage* image, CropBox* decoded) {
   j_decompress_ptr cinfo = &state->cinfo;
   if (setjmp(state->err.jump) != 0) return false;
   jpeg_create_decompress(cinfo);
@@ -304,7 +304,7 @@ StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downsca
 }
 
 StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int downscale,
-                                        const PixelRect& wanted, PixelRect* decoded) {
+                                        const CropBox& wanted, CropBox* decoded) {
   if (downscale != 1 && downscale != 2 && downscale != 4 && downscale != 8) {
     return InvalidArgumentError("downscale must be 1, 2, 4 or 8, got " + std::to_string(downscale));
   }
@@ -334,7 +334,7 @@ StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int do
   // 4:2:0/4:2:2/4:4:4/4:4:0/4:1:1/gray/progressive at every downscale); two are kept on
   // every side.
   constexpr int kMargin = 2;
-  PixelRect request;
+  CropBox request;
   request.x = std::max(0, wanted.x - kMargin);
   request.y = std::max(0, wanted.y - kMargin);
   request.width = std::min(width, wanted.x + wanted.width + kMargin) - request.x;
@@ -348,18 +348,15 @@ StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int do
   DecodedImage image;
   const bool ok = RunRegionDecode(&state, data, size, num, denom, request, &image, decoded);
   jpeg_destroy_decompress(&state.cinfo);  // also aborts a decode an error left half done
-  if (!ok) {
-    if (state.in_header)
-      return DataLossError(std::string("corrupt JPEG header: ") + state.err.message);
+  if (!ok && state.in_header)
+    return DataLossError(std::string("corrupt JPEG header: ") + state.err.message);
+  if (!ok || state.err.warned) {
     return DataLossError(std::string("corrupt JPEG data") +
                          (state.err.warned ? " (decoder warning)" : "") + ": " + state.err.message);
   }
-  if (state.err.warned) {
-    return DataLossError(std::string("corrupt JPEG data (decoder warning): ") + state.err.message);
-  }
   if (state.needs_full_path) {
     RETORT_ASSIGN_OR_RETURN(image, DecodeJpeg(data, size, downscale));
-    *decoded = PixelRect{0, 0, image.width, image.height};
+    *decoded = CropBox{0, 0, image.width, image.height};
   }
   return image;
 }

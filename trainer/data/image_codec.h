@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/data/image_transforms.h"  // CropBox
 
 namespace retort::trainer::data {
 
@@ -47,14 +48,6 @@ StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downsca
 // Dimension of a JPEG decoded with `downscale` (libjpeg-turbo's TJSCALED rounding).
 int ScaledJpegDimension(int dimension, int downscale);
 
-// A rectangle of pixels of an image: columns [x, x + width), rows [y, y + height).
-struct PixelRect {
-  int x = 0;
-  int y = 0;
-  int width = 0;
-  int height = 0;
-};
-
 // Decodes the part of a JPEG that covers `wanted`, a rectangle of the image as DecodeImage
 // would decode it with the same `downscale` (1, 2, 4 or 8): only the rows down to the bottom
 // of `wanted` and the iMCU columns across it go through the IDCT, upsampling and colour
@@ -69,7 +62,7 @@ struct PixelRect {
 // result is the whole image, `*decoded` says so). InvalidArgument when `wanted` is empty or
 // not inside the decoded image, or `downscale` is not 1, 2, 4 or 8.
 StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int downscale,
-                                        const PixelRect& wanted, PixelRect* decoded);
+                                        const CropBox& wanted, CropBox* decoded);
 
 // Encoders (JPEG: channels 1 or 3; PNG: 1, 3 or 4 = RGBA). Used to build fixtures and
 // benchmark folders.

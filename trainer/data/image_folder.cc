@@ -170,10 +170,8 @@ Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const int size = options_.image_size;
   const SampleGeometry geometry = Geometry(info, augmentation_seed);
-  const int downscale = (info.format == ImageFormat::kJpeg && options_.jpeg_dct_scaling)
-                            ? ChooseDownscale(geometry.box, size, size)
-                            : 1;
   if (info.format == ImageFormat::kJpeg) {
+    const int downscale = options_.jpeg_dct_scaling ? ChooseDownscale(geometry.box, size, size) : 1;
     // Only the pixels the resampler reads are decoded (the crop box plus the filter's support);
     // they are bit-identical to a whole-image decode's, so the output is too.
     const int width = ScaledJpegDimension(info.width, downscale);
@@ -184,31 +182,20 @@ Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
       region = region.Scaled(static_cast<double>(width) / info.width,
                              static_cast<double>(height) / info.height);
     }
-    const CropBox source = ResampleSourceBox(width, height, region, size, size);
-    PixelRect decoded;
+    CropBox window;
     StatusOr<DecodedImage> image =
         DecodeJpegRegion(data, bytes.size(), downscale,
-                         PixelRect{source.x, source.y, source.width, source.height}, &decoded);
+                         ResampleSourceBox(width, height, region, size, size), &window);
     if (!image.ok()) return image.status().WithContext(entry.path);
-    CropBox window;
-    window.x = decoded.x;
-    window.y = decoded.y;
-    window.width = decoded.width;
-    window.height = decoded.height;
     CropResizeNormalizeWindow(image->pixels.data(), window, width, height, image->channels, region,
                               size, size, geometry.flip, ImageNetNormalization(), out);
     return Status::Ok();
   }
-  StatusOr<DecodedImage> image = DecodeImage(data, bytes.size(), downscale);
+  // PNG: decoded whole (no DCT scaling).
+  StatusOr<DecodedImage> image = DecodeImage(data, bytes.size());
   if (!image.ok()) return image.status().WithContext(entry.path);
-  CropRegion region = geometry.box;
-  if (downscale != 1) {
-    // The same region in the downscaled image (continuous coordinates, no rounding).
-    region = region.Scaled(static_cast<double>(image->width) / info.width,
-                           static_cast<double>(image->height) / info.height);
-  }
-  CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels, region,
-                      size, size, geometry.flip, ImageNetNormalization(), out);
+  CropResizeNormalize(image->pixels.data(), image->width, image->height, image->channels,
+                      geometry.box, size, size, geometry.flip, ImageNetNormalization(), out);
   return Status::Ok();
 }
 
