@@ -248,7 +248,8 @@ TEST(ImageCodecRegion, WindowedResampleMatchesTheWholeImage) {
     const CropBox box = RandomResizedCropBox(w, h, RandomResizedCropOptions(), rng);
     const int out = i % 2 == 0 ? 16 : 200;  // shrinking and enlarging
     const bool flip = i % 3 == 0;
-    const CropBox src = ResampleSourceBox(w, h, box, out, out);
+    const ResamplePlan plan = PlanResample(w, h, box, out, out);
+    const CropBox src = plan.source;
     ASSERT_TRUE(src.x <= box.x && src.y <= box.y && src.x + src.width >= box.x + box.width &&
                 src.y + src.height >= box.y + box.height && src.x >= 0 && src.y >= 0 &&
                 src.x + src.width <= w && src.y + src.height <= h);
@@ -261,8 +262,7 @@ TEST(ImageCodecRegion, WindowedResampleMatchesTheWholeImage) {
     std::vector<float> whole(3 * static_cast<size_t>(out) * out);
     std::vector<float> windowed(whole.size());
     CropResizeNormalize(image.data(), w, h, 3, box, out, out, flip, norm, whole.data());
-    CropResizeNormalizeWindow(window.data(), src, w, h, 3, box, out, out, flip, norm,
-                              windowed.data());
+    CropResizeNormalizeWindow(window.data(), src, 3, plan, flip, norm, windowed.data());
     EXPECT_EQ(whole, windowed) << "crop " << i;
   }
 }

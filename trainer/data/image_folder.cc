@@ -182,13 +182,13 @@ Status ImageFolderDataset::DecodeOnCpu(int64_t index, const std::string& bytes,
       region = region.Scaled(static_cast<double>(width) / info.width,
                              static_cast<double>(height) / info.height);
     }
+    const ResamplePlan plan = PlanResample(width, height, region, size, size);
     CropBox window;
     StatusOr<DecodedImage> image =
-        DecodeJpegRegion(data, bytes.size(), downscale,
-                         ResampleSourceBox(width, height, region, size, size), &window);
+        DecodeJpegRegion(data, bytes.size(), downscale, plan.source, &window);
     if (!image.ok()) return image.status().WithContext(entry.path);
-    CropResizeNormalizeWindow(image->pixels.data(), window, width, height, image->channels, region,
-                              size, size, geometry.flip, ImageNetNormalization(), out);
+    CropResizeNormalizeWindow(image->pixels.data(), window, image->channels, plan, geometry.flip,
+                              ImageNetNormalization(), out);
     return Status::Ok();
   }
   // PNG: decoded whole (no DCT scaling).

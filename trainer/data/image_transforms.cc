@@ -130,20 +130,18 @@ void TapRange(const ResampleAxis& axis, int* begin, int* end) {
 
 }  // namespace
 
-CropBox ResampleSourceBox(int width, int height, const CropRegion& region, int out_width,
+ResamplePlan PlanResample(int width, int height, const CropRegion& region, int out_width,
                           int out_height) {
-  int x_begin = 0;
+  ResamplePlan plan;
+  plan.xs = ResampleTaps(out_width, region.x, region.width, width);
+  plan.ys = ResampleTaps(out_height, region.y, region.height, height);
   int x_end = 0;
-  int y_begin = 0;
   int y_end = 0;
-  TapRange(ResampleTaps(out_width, region.x, region.width, width), &x_begin, &x_end);
-  TapRange(ResampleTaps(out_height, region.y, region.height, height), &y_begin, &y_end);
-  CropBox box;
-  box.x = x_begin;
-  box.y = y_begin;
-  box.width = x_end - x_begin;
-  box.height = y_end - y_begin;
-  return box;
+  TapRange(plan.xs, &plan.source.x, &x_end);
+  TapRange(plan.ys, &plan.source.y, &y_end);
+  plan.source.width = x_end - plan.source.x;
+  plan.source.height = y_end - plan.source.y;
+  return plan;
 }
 
 void CropResizeNormalize(const uint8_t* src, int width, int height, int channels,
@@ -152,8 +150,9 @@ void CropResizeNormalize(const uint8_t* src, int width, int height, int channels
   CropBox whole;
   whole.width = width;
   whole.height = height;
-  CropResizeNormalizeWindow(src, whole, width, height, channels, region, out_width, out_height,
-                            flip, norm, out);
+  CropResizeNormalizeWindow(src, whole, channels,
+                            PlanResample(width, height, region, out_width, out_height), flip, norm,
+                            out);
 }
 
 namespace {
@@ -162,13 +161,15 @@ namespace {
 // channel loops unroll instead of becoming library calls. The arithmetic (and so every output
 // bit) is the same for every kChannels.
 template <int kChannels>
-void ResampleNormalize(const uint8_t* src, const CropBox& window, const ResampleAxis& xs,
-                       const ResampleAxis& ys, int out_width, int out_height, bool flip,
-                       const Normalization& norm, float* out) {
+void ResampleNormalize(const uint8_t* src, const CropBox& window, const ResamplePlan& plan,
+                       bool flip, const Normalization& norm, float* out) {
+  const ResampleAxis& xs = plan.xs;
+  const ResampleAxis& ys = plan.ys;
+  const int out_width = static_cast<int>(xs.start.size());
+  const int out_height = static_cast<int>(ys.start.size());
   // Source rows any output row reads.
-  int row_begin = 0;
-  int row_end = 0;
-  TapRange(ys, &row_begin, &row_end);
+  const int row_begin = plan.source.y;
+  const int row_end = plan.source.y + plan.source.height;
   // Horizontal pass into a float buffer: rows [row_begin, row_end) x out_width x channels, with
   // the flip applied here (output column ox reads source column taps of out_width - 1 - ox).
   // Image row y, column x is window pixel (y - window.y, x - window.x).
@@ -218,18 +219,16 @@ void ResampleNormalize(const uint8_t* src, const CropBox& window, const Resample
 
 }  // namespace
 
-void CropResizeNormalizeWindow(const uint8_t* src, const CropBox& window, int width, int height,
-                               int channels, const CropRegion& region, int out_width,
-                               int out_height, bool flip, const Normalization& norm, float* out) {
-  const ResampleAxis xs = ResampleTaps(out_width, region.x, region.width, width);
-  const ResampleAxis ys = ResampleTaps(out_height, region.y, region.height, height);
+void CropResizeNormalizeWindow(const uint8_t* src, const CropBox& window, int channels,
+                               const ResamplePlan& plan, bool flip, const Normalization& norm,
+                               float* out) {
   switch (channels) {
     case 1:
-      return ResampleNormalize<1>(src, window, xs, ys, out_width, out_height, flip, norm, out);
+      return ResampleNormalize<1>(src, window, plan, flip, norm, out);
     case 2:
-      return ResampleNormalize<2>(src, window, xs, ys, out_width, out_height, flip, norm, out);
+      return ResampleNormalize<2>(src, window, plan, flip, norm, out);
     default:
-      return ResampleNormalize<3>(src, window, xs, ys, out_width, out_height, flip, norm, out);
+      return ResampleNormalize<3>(src, window, plan, flip, norm, out);
   }
 }
 

@@ -103,21 +103,26 @@ void CropResizeNormalize(const uint8_t* src, int width, int height, int channels
                          const CropRegion& region, int out_width, int out_height, bool flip,
                          const Normalization& norm, float* out);
 
-// The source pixels CropResizeNormalize(…, width, height, …, region, out_width, out_height, …)
-// reads: the union of ResampleTaps' tap ranges on each axis, a box inside the image. Decoding
-// only this box (and passing it to CropResizeNormalizeWindow) gives the same output.
-CropBox ResampleSourceBox(int width, int height, const CropRegion& region, int out_width,
+// How CropResizeNormalize(…, width, height, …, region, out_width, out_height, …) resamples:
+// ResampleTaps for each axis, and `source`, the pixels they read (the union of the tap ranges
+// on each axis, a box inside the image). Decoding only `source` and passing it to
+// CropResizeNormalizeWindow with the plan gives the same output.
+struct ResamplePlan {
+  ResampleAxis xs;  // out_width outputs
+  ResampleAxis ys;  // out_height outputs
+  CropBox source;
+};
+ResamplePlan PlanResample(int width, int height, const CropRegion& region, int out_width,
                           int out_height);
 
-// CropResizeNormalize of a width x height image of which only `window` is in memory: `src`
-// holds window.height rows of window.width pixels (channels each, row-major, 8-bit), the
-// image's pixels at columns window.x.. and rows window.y... `region` is in the coordinates of
-// the whole image; the taps are ResampleTaps' for the whole image, so the output is
-// bit-identical to CropResizeNormalize on the whole image. Precondition: `window` contains
-// ResampleSourceBox(width, height, region, out_width, out_height), channels <= 3.
-void CropResizeNormalizeWindow(const uint8_t* src, const CropBox& window, int width, int height,
-                               int channels, const CropRegion& region, int out_width,
-                               int out_height, bool flip, const Normalization& norm, float* out);
+// CropResizeNormalize by `plan` of an image of which only `window` is in memory: `src` holds
+// window.height rows of window.width pixels (channels each, row-major, 8-bit), the image's
+// pixels at columns window.x.. and rows window.y... The taps are the whole image's, so the
+// output is bit-identical to CropResizeNormalize on the whole image. Precondition: `window`
+// contains plan.source, channels <= 3.
+void CropResizeNormalizeWindow(const uint8_t* src, const CropBox& window, int channels,
+                               const ResamplePlan& plan, bool flip, const Normalization& norm,
+                               float* out);
 
 // The CIFAR/Fashion-MNIST training augmentation: pads a single-channel width x height image by
 // `padding` zero pixels on each side, takes a random width x height window of the padded image
