@@ -121,7 +121,7 @@ class NvjpegDecoder final : public DeviceDecoder {
     host_taps_.clear();
     plans_.clear();
     plans_.push_back(
-        PlanResample(image_.as<uint8_t>(), width, height, geometry, out_size, norm, out));
+        ResampleOf(image_.as<uint8_t>(), width, height, geometry, out_size, norm, out));
     RETORT_RETURN_IF_ERROR(LaunchResamples());
     // host_taps_ must outlive the asynchronous copy: wait before the next call reuses it.
     RETURN_IF_CUDA(cudaStreamSynchronize(stream_),
@@ -165,8 +165,8 @@ class NvjpegDecoder final : public DeviceDecoder {
     plans_.clear();
     for (size_t k = 0; k < m; ++k) {
       const JpegDecodeRequest& r = requests[batched_[k]];
-      plans_.push_back(PlanResample(batch_images_[k]->as<uint8_t>(), batch_sizes_[k].first,
-                                    batch_sizes_[k].second, r.geometry, r.out_size, r.norm, r.out));
+      plans_.push_back(ResampleOf(batch_images_[k]->as<uint8_t>(), batch_sizes_[k].first,
+                                  batch_sizes_[k].second, r.geometry, r.out_size, r.norm, r.out));
     }
     Status done = LaunchResamples();
     // host_taps_ must outlive the asynchronous copy, and the batch's outputs are finished on
@@ -199,17 +199,13 @@ class NvjpegDecoder final : public DeviceDecoder {
 
   // The CPU path's taps for `geometry` on a full-size (no DCT downscaling) width x height
   // interleaved RGB `image` in device memory, appended to host_taps_.
-  Resample PlanResample(const uint8_t* image, int width, int height, const SampleGeometry& geometry,
-                        int out_size, const Normalization& norm, float* out) {
-    const CropRegion region = geometry.box;
-    const ResampleAxis xs = ResampleTaps(out_size, region.x, region.width, width);
-    const ResampleAxis ys = ResampleTaps(out_size, region.y, region.height, height);
-    int row_begin = height, row_end = 0;
-    for (int o = 0; o < out_size; ++o) {
-      row_begin = std::min(row_begin, ys.start[static_cast<size_t>(o)]);
-      row_end =
-          std::max(row_end, ys.start[static_cast<size_t>(o)] + ys.count[static_cast<size_t>(o)]);
-    }
+  Resample ResampleOf(const uint8_t* image, int width, int height, const SampleGeometry& geometry,
+                      int out_size, const Normalization& norm, float* out) {
+    const ResamplePlan plan = data::PlanResample(width, height, geometry.box, out_size, out_size);
+    const ResampleAxis& xs = plan.xs;
+    const ResampleAxis& ys = plan.ys;
+    const int row_begin = plan.source.y;
+    const int row_end = plan.source.y + plan.source.height;
     auto append = [&](const auto& v) {
       const size_t at = host_taps_.size();
       const size_t bytes = v.size() * sizeof(v[0]);
