@@ -136,8 +136,8 @@ class NvjpegDecoder final : public DeviceDecoder {
       const JpegDecodeRequest& r = requests[i];
       (*results)[i] = DecodeJpeg(r.bytes, r.size, r.geometry, r.out_size, r.norm, r.out);
     };
-    const cudaError_t selected = cudaSetDevice(device_);
-    if (batch_handle_ == nullptr || selected != cudaSuccess) {
+    // Fewer than two JPEGs: nothing to batch.
+    if (requests.size() < 2 || batch_handle_ == nullptr || cudaSetDevice(device_) != cudaSuccess) {
       for (size_t i = 0; i < requests.size(); ++i) one_by_one(i);
       return;
     }
