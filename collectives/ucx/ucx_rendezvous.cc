@@ -125,22 +125,31 @@ Status UcxTransport::CompleteCmaReceive(Request& r) {
 
 void UcxTransport::SendCmaAck(int peer, uint64_t cookie, int32_t code) {
   if (peers_[peer].ep == nullptr) return;
-  auto* ack = new CmaAck{wire_key_, cookie, code};  // UCX may keep the header until completion
+  // UCX may keep the header until completion; the counter outlives this transport.
+  struct PendingAck {
+    CmaAck ack;
+    std::shared_ptr<size_t> in_flight;
+  };
+  auto* pending = new PendingAck{CmaAck{wire_key_, cookie, code}, acks_in_flight_};
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = [](void* request, ucs_status_t, void* user_data) {
-    delete static_cast<CmaAck*>(user_data);
+    auto* sent = static_cast<PendingAck*>(user_data);
+    --*sent->in_flight;
+    delete sent;
     ucp_request_free(request);
   };
-  param.user_data = ack;
-  void* handle =
-      ucp_am_send_nbx(peers_[peer].ep, kCmaAckId, ack, sizeof(CmaAck), nullptr, 0, &param);
+  param.user_data = pending;
+  void* handle = ucp_am_send_nbx(peers_[peer].ep, kCmaAckId, &pending->ack, sizeof(CmaAck), nullptr,
+                                 0, &param);
   if (handle == nullptr) {
-    delete ack;  // completed in place; the callback does not run
+    delete pending;  // completed in place; the callback does not run
   } else if (UCS_PTR_IS_ERR(handle)) {
-    delete ack;
+    delete pending;
     LOG_WARN("ucx") << "acknowledging a message from " << PeerName(peer)
                     << " failed: " << ucs_status_string(UCS_PTR_STATUS(handle));
+  } else {
+    ++*acks_in_flight_;
   }
 }
 

@@ -448,10 +448,26 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
   }
 }
 
+Status UcxTransport::FlushCmaAcks(const WaitControl& control) {
+  for (uint64_t spins = 1; *acks_in_flight_ > 0; ++spins) {
+    if (ucp_worker_progress(worker_.get()) == 0) CpuRelax();
+    if ((spins & 127) == 0) {
+      RETORT_RETURN_IF_ERROR(CheckPeers());
+      if (control.Aborted()) return AbortedError("ucx: operation aborted");
+      if (control.deadline.Expired()) {
+        return DeadlineExceededError("ucx: timed out sending " + std::to_string(*acks_in_flight_) +
+                                     " large-message acknowledgement(s)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status UcxTransport::FinishOperation(Status status, const WaitControl& control) {
   for (size_t i = 0; i < operation_requests_.size() && status.ok(); ++i) {
     status = Wait(i, control);
   }
+  if (status.ok()) status = FlushCmaAcks(control);
   if (!status.ok()) {
     std::vector<Request*> none;
     Shutdown(none);
@@ -482,8 +498,9 @@ UcxTransport::PostDetachedSendWithGenerationForTesting(int peer, uint64_t genera
 }
 
 std::optional<Status> UcxTransport::PollDetached(Request& request) {
-  if (!request.finished) ucp_worker_progress(worker_.get());
-  if (Poll(request)) return Result(request);
+  if (!request.finished || *acks_in_flight_ > 0) ucp_worker_progress(worker_.get());
+  // A finished receive reports once its acknowledgement has left (see the header).
+  if (Poll(request) && *acks_in_flight_ == 0) return Result(request);
   if (peers_[request.peer].error != UCS_OK) {
     return PeerFailure(peers_[request.peer], "ucx");
   }

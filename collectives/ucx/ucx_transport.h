@@ -22,7 +22,12 @@
 // the receiver copies the payload straight out of the sender's memory with process_vm_readv
 // (cma.h), checks that the sender has not cancelled meanwhile, and acknowledges with a UCX
 // active message; the send completes on that acknowledgement. Both ranks decide per peer at
-// bootstrap (address record + hello), so they always agree on which messages use it.
+// bootstrap (address record + hello), so they always agree on which messages use it. An
+// operation (FinishOperation) and a detached receive (PollDetached) end only once every
+// acknowledgement they owe has left this worker: an acknowledgement still queued in UCX would
+// otherwise wait for this worker's next progress, and a rank that moves on to another
+// communicator (the levels of a hierarchy) leaves its peer waiting on a send that the peer
+// cannot finish: a deadlock across communicators.
 //
 // Progress is caller driven: Wait() spins on ucp_worker_progress (yielding the CPU when
 // idle) until the request completes, the deadline passes, the operation is aborted or a peer
@@ -149,7 +154,7 @@ class UcxTransport final : public Transport {
   struct CmaAck {
     uint64_t key = 0;
     uint64_t cookie = 0;
-    int32_t code = 0;  // CmaAckCode
+    int32_t code = 0;      // CmaAckCode
     int32_t reserved = 0;  // no padding bytes of unknown value on the wire
   };
   struct Goodbye {
@@ -172,6 +177,9 @@ class UcxTransport final : public Transport {
   // Receive side of the CMA rendezvous once the descriptor arrived: copy, check, acknowledge.
   Status CompleteCmaReceive(Request& request);
   void SendCmaAck(int peer, uint64_t cookie, int32_t code);
+  // Progresses the worker until no acknowledgement is queued in UCX (see above), within the
+  // operation's deadline.
+  Status FlushCmaAcks(const WaitControl& control);
   // Send side on cancellation: the receiver must not trust the buffer from now on.
   void WithdrawCmaSend(Request& request);
   std::string Describe();
@@ -198,7 +206,7 @@ class UcxTransport final : public Transport {
   const uint64_t generation_;
   uint64_t nonce_ = 0;     // this rank's share of the data-plane key
   uint64_t wire_key_ = 0;  // XOR of every rank's nonce, complete once Connect has read them
-  UcpContext context_;  // declared before worker_: destroyed after it
+  UcpContext context_;     // declared before worker_: destroyed after it
   UcpWorker worker_;
   std::vector<Peer> peers_;  // sized once; callbacks hold pointers into it
   bool closed_ = false;
@@ -210,6 +218,9 @@ class UcxTransport final : public Transport {
   size_t cma_min_bytes_ = 0;  // from UcxContextOptions
   uint64_t next_cookie_ = 1;
   std::unordered_map<uint64_t, Request*> awaiting_ack_;  // CMA sends by cookie
+  // Acknowledgements handed to UCX that it has not sent yet. Shared with their completion
+  // callbacks, which may run while the worker is destroyed, after this object's members.
+  std::shared_ptr<size_t> acks_in_flight_ = std::make_shared<size_t>(0);
   std::string description_;
 };
 

@@ -50,6 +50,38 @@ TEST(HierarchicalTest, TwoNodesOfTwoNodeMajorNeedsPacking) {
   RunThreadRanks(4, HierarchicalFactory({0, 0, 1, 1}), RunAllChecks);
 }
 
+// Regression: large operations move through the levels in single-copy (CMA) messages, each
+// acknowledged by its receiver. A receiver whose acknowledgements were still queued in UCX
+// when its intra-node operation ended went on to the inter-node level, leaving a sender of its
+// node waiting for them: every rank then waited on another (a hang in about half the 64 MiB
+// all-reduces of the benchmark). With the production chunk size (1 MiB pieces, all CMA) and a
+// deadline, a deadlock fails here instead of hanging.
+TEST(HierarchicalTest, LargeOperationsDoNotDeadlockAcrossTheLevels) {
+  const CommunicatorFactory factory = [](BootstrapStore* store, int rank, int size,
+                                         uint64_t generation) {
+    ucx::UcxCommunicatorOptions options;  // production chunking and CMA threshold
+    options.default_timeout = std::chrono::milliseconds(10000);
+    options.bootstrap_timeout = std::chrono::milliseconds(20000);
+    return ucx::CreateHierarchicalUcxCommunicator(store, rank, size, generation,
+                                                  NodeLayout{{0, 0, 1, 1}}, options);
+  };
+  RunThreadRanks(4, factory, [](Communicator& comm) {
+    const size_t count = size_t{16} << 20;  // 64 MiB of fp32
+    std::vector<float> data(count, 1.0f);
+    std::vector<float> part(count / comm.size());
+    for (int i = 0; i < 6; ++i) {
+      MutableBuffer all{data.data(), count, DataType::kFloat32};
+      ASSERT_TRUE(WaitFor(comm.AllReduce(all, ReduceOp::kAverage)).ok()) << "all-reduce " << i;
+      ConstBuffer in{data.data(), count, DataType::kFloat32};
+      MutableBuffer out{part.data(), part.size(), DataType::kFloat32};
+      ASSERT_TRUE(WaitFor(comm.ReduceScatter(in, out, ReduceOp::kAverage)).ok())
+          << "reduce-scatter " << i;
+    }
+    EXPECT_EQ(data.front(), 1.0f);
+    EXPECT_EQ(part.back(), 1.0f);
+  });
+}
+
 TEST(HierarchicalTest, TwoNodesOfTwoInterleavedPacksNothing) {
   RunThreadRanks(4, HierarchicalFactory({0, 1, 0, 1}), RunAllChecks);
 }
