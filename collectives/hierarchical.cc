@@ -93,6 +93,11 @@ StatusOr<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Cr
     h->local_index_of_[r] = static_cast<int>(node_ranks.size());
     node_ranks.push_back(static_cast<int>(r));
   }
+  h->nodes_consecutive_ = true;
+  for (const auto& node_ranks : h->rank_at_) {
+    for (size_t l = 1; l < node_ranks.size(); ++l)
+      h->nodes_consecutive_ &= node_ranks[l] == node_ranks[0] + static_cast<int>(l);
+  }
   h->intra_ = std::move(intra);
   h->inter_ = std::move(inter);
   h->global_ = std::move(global);
@@ -170,6 +175,27 @@ Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vec
   return Status::Ok();
 }
 
+std::vector<size_t> HierarchicalCommunicator::NodeSliceCounts(const std::vector<size_t>& counts,
+                                                              int node) const {
+  std::vector<size_t> slice(local_size_);
+  for (int l = 0; l < local_size_; ++l) slice[l] = counts[rank_at_[node][l]];
+  return slice;
+}
+
+bool HierarchicalCommunicator::UseNodeSlices(const std::vector<size_t>& counts, size_t elem,
+                                             MemoryKind memory) const {
+  if (!IsHostMemory(memory) || !nodes_consecutive_) return false;
+  size_t total = 0;
+  int slices = 0;
+  for (int n = 0; n < num_nodes_; ++n) {
+    size_t slice = 0;
+    for (size_t c : NodeSliceCounts(counts, n)) slice += c;
+    total += slice;
+    slices += slice > 0 ? 1 : 0;
+  }
+  return slices > 0 && total * elem >= kMinNodeSliceBytes * static_cast<size_t>(slices);
+}
+
 HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
     const std::vector<size_t>& counts) const {
   LevelCounts split{std::vector<size_t>(local_size_, 0), std::vector<size_t>(num_nodes_, 0)};
@@ -188,8 +214,34 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
     const LevelCounts split = SplitCounts(counts);
     const std::vector<size_t>& intra_counts = split.intra;
     const std::vector<size_t>& inter_counts = split.inter;
+    const bool identity = PackIsIdentity(counts);
+    if (!identity && UseNodeSlices(counts, elem, input.memory)) {
+      // One intra reduce-scatter per node's slice of the input, each writing this rank's part
+      // of it to its place between the levels (node order, as the inter level reads it).
+      RETORT_ASSIGN_OR_RETURN(char* between,
+                              Scratch(1, intra_counts[local_index_] * elem, input.memory));
+      const std::vector<size_t> offsets = Offsets(counts);
+      size_t at = 0;
+      for (int n = 0; n < num_nodes_; ++n) {
+        const std::vector<size_t> slice = NodeSliceCounts(counts, n);
+        size_t slice_count = 0;
+        for (size_t c : slice) slice_count += c;
+        if (slice_count == 0) continue;  // every rank of the node skips it alike
+        ConstBuffer in{static_cast<const char*>(input.data) + offsets[rank_at_[n][0]] * elem,
+                       slice_count, input.dtype, input.memory};
+        MutableBuffer out{between + at * elem, slice[local_index_], input.dtype, input.memory};
+        RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+          return intra_->ReduceScatterV(in, out, slice, op, o);
+        }));
+        at += slice[local_index_];
+      }
+      ConstBuffer inter_in{between, intra_counts[local_index_], input.dtype, input.memory};
+      return Await(work, [&](const CollectiveOptions& o) {
+        return inter_->ReduceScatterV(inter_in, output, inter_counts, op, o);
+      });
+    }
     ConstBuffer intra_in = input;
-    if (!PackIsIdentity(counts)) {
+    if (!identity) {
       RETORT_ASSIGN_OR_RETURN(char* packed, Scratch(0, input.bytes(), input.memory));
       RETORT_RETURN_IF_ERROR(
           Pack(static_cast<const char*>(input.data), packed, counts, elem, false, input.memory));
@@ -225,6 +277,26 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
       return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
     }));
     const bool identity = PackIsIdentity(counts);
+    if (!identity && UseNodeSlices(counts, elem, output.memory)) {
+      // One intra all-gather per node's slice of the output, each from this rank's part of it
+      // between the levels: no unpacking copy.
+      const std::vector<size_t> offsets = Offsets(counts);
+      size_t at = 0;
+      for (int n = 0; n < num_nodes_; ++n) {
+        const std::vector<size_t> slice = NodeSliceCounts(counts, n);
+        size_t slice_count = 0;
+        for (size_t c : slice) slice_count += c;
+        if (slice_count == 0) continue;
+        ConstBuffer in{between + at * elem, slice[local_index_], input.dtype, output.memory};
+        MutableBuffer out{static_cast<char*>(output.data) + offsets[rank_at_[n][0]] * elem,
+                          slice_count, output.dtype, output.memory};
+        RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
+          return intra_->AllGatherV(in, out, slice, o);
+        }));
+        at += slice[local_index_];
+      }
+      return Status::Ok();
+    }
     char* packed = nullptr;
     if (!identity) {
       RETORT_ASSIGN_OR_RETURN(packed, Scratch(0, output.bytes(), output.memory));

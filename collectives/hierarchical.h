@@ -7,10 +7,12 @@
 //  - broadcast: inter broadcast among the root's local index, then intra broadcast;
 //  - point-to-point and all-to-all-v go through `global`, a flat communicator over all ranks.
 // The intra level works on segments grouped by local index (local index major, node minor):
-// with ranks numbered that way (rank = local index x nodes + node) no packing copy is needed;
-// other layouts, node-major numbering (all of node 0, then node 1, ...) included, pack
-// through a scratch buffer (one copy of the input before a reduce-scatter, of the output after
-// an all-gather).
+// with ranks numbered that way (rank = local index x nodes + node) no packing copy is needed.
+// With node-major numbering (all of node 0, then node 1, ...) on host memory, the intra level
+// runs once per node's slice of the buffer instead (contiguous there; kMinNodeSliceBytes and
+// up per slice): no copy, one intra sub-operation per node. Other layouts, device memory and
+// smaller slices pack through a scratch buffer (one copy of the input before a
+// reduce-scatter, of the output after an all-gather).
 //
 // Threading: composite operations run on this communicator's executor thread, which is the
 // only caller of the three sub-communicators once created (they are owned).
@@ -35,6 +37,9 @@ struct NodeLayout {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
+  // Below this many bytes per node slice, the intra level packs instead (see above).
+  static constexpr size_t kMinNodeSliceBytes = size_t{64} << 10;
+
   // `intra` must be ranked by local index, `inter` by node id; `global` by global rank.
   // With `device_scratch`, operations also take buffers of its memory kind (when all three
   // levels do): packing and the buffer between the levels then live in that memory.
@@ -87,6 +92,12 @@ class HierarchicalCommunicator final : public Communicator {
   Status Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
               bool unpack, MemoryKind memory) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
+  // Whether the intra level runs once per node's slice instead of over a packed copy: host
+  // memory, every node's ranks consecutive in rank order, and at least kMinNodeSliceBytes per
+  // non-empty slice (below that the extra sub-operations cost more than the copy they save).
+  bool UseNodeSlices(const std::vector<size_t>& counts, size_t elem, MemoryKind memory) const;
+  // Counts of node n's ranks, by local index (its slice of the buffer when UseNodeSlices).
+  std::vector<size_t> NodeSliceCounts(const std::vector<size_t>& counts, int node) const;
   // How global per-rank `counts` split over the two levels: intra[l] is the sum of the
   // counts of local index l over all nodes (what intra rank l holds between the levels),
   // inter[n] the count of this rank's local index on node n.
@@ -109,6 +120,7 @@ class HierarchicalCommunicator final : public Communicator {
   int local_index_ = 0;
   std::vector<std::vector<int>> rank_at_;          // [node][local index] -> global rank
   std::vector<int> local_index_of_;                // [global rank]
+  bool nodes_consecutive_ = false;                 // every node's ranks consecutive
   std::vector<char> scratch_[2];                   // executor thread
   std::unique_ptr<DeviceScratch> device_scratch_;  // may be null
   std::shared_ptr<char> device_buffers_[2];        // executor thread

@@ -12,9 +12,9 @@ HierarchicalDeviceLevels HostMemoryDeviceLevels(const UcxCommunicatorOptions& op
   device.scratch = []() -> StatusOr<std::unique_ptr<DeviceScratch>> {
     return std::unique_ptr<DeviceScratch>(std::make_unique<HostMemoryScratch>());
   };
-  device.intra = [options, copier = device.copier](BootstrapStore* store, int rank, int size,
-                                                   uint64_t generation, const std::string& prefix)
-      -> StatusOr<std::unique_ptr<Communicator>> {
+  device.intra = [options, copier = device.copier](
+                     BootstrapStore* store, int rank, int size, uint64_t generation,
+                     const std::string& prefix) -> StatusOr<std::unique_ptr<Communicator>> {
     UcxCommunicatorOptions level = options;
     level.key_prefix = prefix;
     RETORT_ASSIGN_OR_RETURN(auto node, CreateUcxCommunicator(store, rank, size, generation, level));
@@ -75,8 +75,8 @@ StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
   RETORT_ASSIGN_OR_RETURN(
       auto composed,
       HierarchicalCommunicator::Create(layout, rank, generation, std::move(intra), std::move(inter),
-                                       std::move(global), options.default_timeout,
-                                       ProgressMode::kBackgroundThread, std::move(scratch)));
+                                       std::move(global), options.default_timeout, options.progress,
+                                       std::move(scratch)));
   return std::unique_ptr<Communicator>(std::move(composed));
 }
 

@@ -36,6 +36,8 @@ HierarchicalDeviceLevels HostMemoryDeviceLevels(const UcxCommunicatorOptions& op
 // Creates, in this order, the intra-node, inter-node and global communicators (store keys
 // "g<generation>/hier/intra<node>", ".../inter<local index>", ".../global"), UCX unless
 // `device` says otherwise, then composes them. Every rank of the world must call it.
+// `options.progress` is the composite's (and the global level's) progress mode; the two levels
+// always run on the composite's executing thread.
 StatusOr<std::unique_ptr<Communicator>> CreateHierarchicalUcxCommunicator(
     BootstrapStore* store, int rank, int size, uint64_t generation, const NodeLayout& layout,
     const UcxCommunicatorOptions& options = {}, const HierarchicalDeviceLevels* device = nullptr);

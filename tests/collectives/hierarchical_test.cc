@@ -50,6 +50,25 @@ TEST(HierarchicalTest, TwoNodesOfTwoNodeMajorNeedsPacking) {
   RunThreadRanks(4, HierarchicalFactory({0, 0, 1, 1}), RunAllChecks);
 }
 
+// Node-major buffers of HierarchicalCommunicator::kMinNodeSliceBytes and more per node: the
+// intra level runs once per node's slice (no packing copy), skipping slices that are empty,
+// with uneven and zero counts inside a slice; smaller buffers of the same layout pack.
+TEST(HierarchicalTest, NodeMajorLargeBuffersRunTheIntraLevelPerNodeSlice) {
+  RunThreadRanks(6, HierarchicalFactory({0, 0, 1, 1, 2, 2}), [](Communicator& comm) {
+    const std::vector<size_t> zero1_like{40000, 0, 0, 0, 25000, 30001};  // node 1 empty
+    const std::vector<size_t> every_node{30000, 20001, 17, 40000, 33333, 1};
+    const std::vector<size_t> below_threshold{5, 0, 0, 300, 7, 9};
+    for (const auto& counts : {zero1_like, every_node, below_threshold}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        CheckReduceScatterV(comm, DataType::kFloat32, op, counts);
+        CheckReduceScatterV(comm, DataType::kBFloat16, op, counts, /*in_place=*/true);
+      }
+      CheckAllGatherV(comm, DataType::kFloat32, counts);
+      CheckAllGatherV(comm, DataType::kBFloat16, counts, /*in_place=*/true);
+    }
+  });
+}
+
 // Regression: large operations move through the levels in single-copy (CMA) messages, each
 // acknowledged by its receiver. A receiver whose acknowledgements were still queued in UCX
 // when its intra-node operation ended went on to the inter-node level, leaving a sender of its
