@@ -175,25 +175,33 @@ Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vec
   return Status::Ok();
 }
 
-std::vector<size_t> HierarchicalCommunicator::NodeSliceCounts(const std::vector<size_t>& counts,
-                                                              int node) const {
-  std::vector<size_t> slice(local_size_);
-  for (int l = 0; l < local_size_; ++l) slice[l] = counts[rank_at_[node][l]];
-  return slice;
+std::vector<HierarchicalCommunicator::NodeSlice> HierarchicalCommunicator::NodeSlices(
+    const std::vector<size_t>& counts) const {
+  const std::vector<size_t> offsets = Offsets(counts);
+  std::vector<NodeSlice> slices;
+  size_t between = 0;
+  for (int n = 0; n < num_nodes_; ++n) {
+    NodeSlice slice;
+    slice.counts.resize(local_size_);
+    for (int l = 0; l < local_size_; ++l) {
+      slice.counts[l] = counts[rank_at_[n][l]];
+      slice.count += slice.counts[l];
+    }
+    if (slice.count == 0) continue;
+    slice.offset = offsets[rank_at_[n][0]];
+    slice.between = between;
+    between += slice.counts[local_index_];
+    slices.push_back(std::move(slice));
+  }
+  return slices;
 }
 
-bool HierarchicalCommunicator::UseNodeSlices(const std::vector<size_t>& counts, size_t elem,
+bool HierarchicalCommunicator::UseNodeSlices(const std::vector<NodeSlice>& slices, size_t elem,
                                              MemoryKind memory) const {
-  if (!IsHostMemory(memory) || !nodes_consecutive_) return false;
+  if (!IsHostMemory(memory) || !nodes_consecutive_ || slices.empty()) return false;
   size_t total = 0;
-  int slices = 0;
-  for (int n = 0; n < num_nodes_; ++n) {
-    size_t slice = 0;
-    for (size_t c : NodeSliceCounts(counts, n)) slice += c;
-    total += slice;
-    slices += slice > 0 ? 1 : 0;
-  }
-  return slices > 0 && total * elem >= kMinNodeSliceBytes * static_cast<size_t>(slices);
+  for (const NodeSlice& slice : slices) total += slice.count;
+  return total * elem >= kMinNodeSliceBytes * slices.size();
 }
 
 HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
@@ -215,25 +223,20 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
     const std::vector<size_t>& intra_counts = split.intra;
     const std::vector<size_t>& inter_counts = split.inter;
     const bool identity = PackIsIdentity(counts);
-    if (!identity && UseNodeSlices(counts, elem, input.memory)) {
+    const std::vector<NodeSlice> slices = identity ? std::vector<NodeSlice>() : NodeSlices(counts);
+    if (UseNodeSlices(slices, elem, input.memory)) {
       // One intra reduce-scatter per node's slice of the input, each writing this rank's part
-      // of it to its place between the levels (node order, as the inter level reads it).
+      // of it to its place between the levels.
       RETORT_ASSIGN_OR_RETURN(char* between,
                               Scratch(1, intra_counts[local_index_] * elem, input.memory));
-      const std::vector<size_t> offsets = Offsets(counts);
-      size_t at = 0;
-      for (int n = 0; n < num_nodes_; ++n) {
-        const std::vector<size_t> slice = NodeSliceCounts(counts, n);
-        size_t slice_count = 0;
-        for (size_t c : slice) slice_count += c;
-        if (slice_count == 0) continue;  // every rank of the node skips it alike
-        ConstBuffer in{static_cast<const char*>(input.data) + offsets[rank_at_[n][0]] * elem,
-                       slice_count, input.dtype, input.memory};
-        MutableBuffer out{between + at * elem, slice[local_index_], input.dtype, input.memory};
+      for (const NodeSlice& slice : slices) {
+        ConstBuffer in{static_cast<const char*>(input.data) + slice.offset * elem, slice.count,
+                       input.dtype, input.memory};
+        MutableBuffer out{between + slice.between * elem, slice.counts[local_index_], input.dtype,
+                          input.memory};
         RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
-          return intra_->ReduceScatterV(in, out, slice, op, o);
+          return intra_->ReduceScatterV(in, out, slice.counts, op, o);
         }));
-        at += slice[local_index_];
       }
       ConstBuffer inter_in{between, intra_counts[local_index_], input.dtype, input.memory};
       return Await(work, [&](const CollectiveOptions& o) {
@@ -277,23 +280,18 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
       return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
     }));
     const bool identity = PackIsIdentity(counts);
-    if (!identity && UseNodeSlices(counts, elem, output.memory)) {
+    const std::vector<NodeSlice> slices = identity ? std::vector<NodeSlice>() : NodeSlices(counts);
+    if (UseNodeSlices(slices, elem, output.memory)) {
       // One intra all-gather per node's slice of the output, each from this rank's part of it
       // between the levels: no unpacking copy.
-      const std::vector<size_t> offsets = Offsets(counts);
-      size_t at = 0;
-      for (int n = 0; n < num_nodes_; ++n) {
-        const std::vector<size_t> slice = NodeSliceCounts(counts, n);
-        size_t slice_count = 0;
-        for (size_t c : slice) slice_count += c;
-        if (slice_count == 0) continue;
-        ConstBuffer in{between + at * elem, slice[local_index_], input.dtype, output.memory};
-        MutableBuffer out{static_cast<char*>(output.data) + offsets[rank_at_[n][0]] * elem,
-                          slice_count, output.dtype, output.memory};
+      for (const NodeSlice& slice : slices) {
+        ConstBuffer in{between + slice.between * elem, slice.counts[local_index_], input.dtype,
+                       output.memory};
+        MutableBuffer out{static_cast<char*>(output.data) + slice.offset * elem, slice.count,
+                          output.dtype, output.memory};
         RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
-          return intra_->AllGatherV(in, out, slice, o);
+          return intra_->AllGatherV(in, out, slice.counts, o);
         }));
-        at += slice[local_index_];
       }
       return Status::Ok();
     }

@@ -92,12 +92,21 @@ class HierarchicalCommunicator final : public Communicator {
   Status Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
               bool unpack, MemoryKind memory) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
+  // A node's slice of a buffer segmented by global rank `counts`: its ranks' counts by local
+  // index, their sum, where the slice starts in the buffer and where this rank's part of it
+  // lies between the levels (node order, as the inter level reads and writes it); elements.
+  struct NodeSlice {
+    std::vector<size_t> counts;
+    size_t count = 0;
+    size_t offset = 0;
+    size_t between = 0;
+  };
+  // The non-empty slices, in node order (every rank of a node skips the same empty ones).
+  std::vector<NodeSlice> NodeSlices(const std::vector<size_t>& counts) const;
   // Whether the intra level runs once per node's slice instead of over a packed copy: host
   // memory, every node's ranks consecutive in rank order, and at least kMinNodeSliceBytes per
-  // non-empty slice (below that the extra sub-operations cost more than the copy they save).
-  bool UseNodeSlices(const std::vector<size_t>& counts, size_t elem, MemoryKind memory) const;
-  // Counts of node n's ranks, by local index (its slice of the buffer when UseNodeSlices).
-  std::vector<size_t> NodeSliceCounts(const std::vector<size_t>& counts, int node) const;
+  // slice (below that the extra sub-operations cost more than the copy they save).
+  bool UseNodeSlices(const std::vector<NodeSlice>& slices, size_t elem, MemoryKind memory) const;
   // How global per-rank `counts` split over the two levels: intra[l] is the sum of the
   // counts of local index l over all nodes (what intra rank l holds between the levels),
   // inter[n] the count of this rank's local index on node n.
