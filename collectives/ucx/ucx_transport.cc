@@ -410,13 +410,14 @@ Status UcxTransport::CheckPeers() {
   return Status::Ok();
 }
 
-Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
-  Request& request = *operation_requests_[id];
+template <typename Done, typename WaitingFor>
+Status UcxTransport::ProgressUntil(const Done& done, const WaitControl& control,
+                                   const WaitingFor& waiting_for) {
   uint64_t spins = 0;
   unsigned idle = 0;
   SteadyClock::time_point idle_since;
   for (;;) {
-    if (Poll(request)) return Result(request);
+    if (done()) return Status::Ok();
     if (ucp_worker_progress(worker_.get()) != 0) {
       idle = 0;
     } else {
@@ -438,29 +439,30 @@ Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
       if (control.background != nullptr) (*control.background)();
       RETORT_RETURN_IF_ERROR(CheckPeers());
       if (control.Aborted()) return AbortedError("ucx: operation aborted");
-      if (control.deadline.Expired()) {
-        return DeadlineExceededError(std::string("ucx: timed out waiting for a ") +
-                                     (request.send ? "send to " : "receive from ") +
-                                     PeerName(request.peer) + " of " +
-                                     std::to_string(request.expected_bytes) + " bytes");
-      }
+      if (control.deadline.Expired())
+        return DeadlineExceededError("ucx: timed out " + waiting_for());
     }
   }
 }
 
+Status UcxTransport::Wait(RequestId id, const WaitControl& control) {
+  Request& request = *operation_requests_[id];
+  RETORT_RETURN_IF_ERROR(ProgressUntil([&] { return Poll(request); }, control,
+                                       [&] {
+                                         return std::string("waiting for a ") +
+                                                (request.send ? "send to " : "receive from ") +
+                                                PeerName(request.peer) + " of " +
+                                                std::to_string(request.expected_bytes) + " bytes";
+                                       }));
+  return Result(request);
+}
+
 Status UcxTransport::FlushCmaAcks(const WaitControl& control) {
-  for (uint64_t spins = 1; *acks_in_flight_ > 0; ++spins) {
-    if (ucp_worker_progress(worker_.get()) == 0) CpuRelax();
-    if ((spins & 127) == 0) {
-      RETORT_RETURN_IF_ERROR(CheckPeers());
-      if (control.Aborted()) return AbortedError("ucx: operation aborted");
-      if (control.deadline.Expired()) {
-        return DeadlineExceededError("ucx: timed out sending " + std::to_string(*acks_in_flight_) +
-                                     " large-message acknowledgement(s)");
-      }
-    }
-  }
-  return Status::Ok();
+  return ProgressUntil([&] { return *acks_in_flight_ == 0; }, control,
+                       [&] {
+                         return "sending " + std::to_string(*acks_in_flight_) +
+                                " large-message acknowledgement(s)";
+                       });
 }
 
 Status UcxTransport::FinishOperation(Status status, const WaitControl& control) {

@@ -180,6 +180,12 @@ class UcxTransport final : public Transport {
   // Progresses the worker until no acknowledgement is queued in UCX (see above), within the
   // operation's deadline.
   Status FlushCmaAcks(const WaitControl& control);
+  // The one progress loop (Wait, FlushCmaAcks): spins on ucp_worker_progress until `done()`,
+  // yielding the CPU after a quiet spell; fails when a peer this operation waits on fails, the
+  // operation is aborted or the deadline passes ("ucx: timed out " + waiting_for()). Defined in
+  // ucx_transport.cc, its only user.
+  template <typename Done, typename WaitingFor>
+  Status ProgressUntil(const Done& done, const WaitControl& control, const WaitingFor& waiting_for);
   // Send side on cancellation: the receiver must not trust the buffer from now on.
   void WithdrawCmaSend(Request& request);
   std::string Describe();
