@@ -17,7 +17,7 @@ import sys
 
 # Lines that usually say why a test failed, wherever they are in its output.
 REASON = re.compile(
-    r"\[  FAILED  \]|Failure$|^\S+:\d+: Failure|WARNING: (Thread|Address|Leak)Sanitizer|"
+    r"\[  FAILED  \]|Failure$|WARNING: (Thread|Address|Leak)Sanitizer|"
     r"^SUMMARY: |ERROR: |FAILED:|Timeout|timed out|Segmentation|Aborted|terminate called|"
     r"^sanitize: |^== ")
 MAX_REASON_LINES = 40
