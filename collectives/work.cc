@@ -1,5 +1,9 @@
 #include "collectives/work.h"
 
+#include <sched.h>
+
+#include "collectives/cpu_sharing.h"
+
 namespace retort::collectives {
 namespace {
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(20);
@@ -8,9 +12,13 @@ constexpr auto kSpinBeforeSleep = std::chrono::microseconds(20);
 Status Work::Wait(Deadline deadline) {
   if (driver_ && !IsCompleted()) driver_(this, deadline);
   // Short operations finish within microseconds: check a little before paying for a sleep
-  // and a wake-up through the scheduler.
+  // and a wake-up through the scheduler. While this process's polling threads see their CPUs
+  // shared with other waiters (cpu_sharing.h), check between yields instead of spinning: the
+  // thread that will complete this work may be waiting for this very CPU.
   const auto spin_until = SteadyClock::now() + kSpinBeforeSleep;
+  const bool yield = CpuSharingDetector::RecentlySharedInThisProcess();
   while (!done_fast_.load(std::memory_order_acquire) && SteadyClock::now() < spin_until) {
+    if (yield) sched_yield();
   }
   MutexLock lock(mu_);
   auto done = [&]() RETORT_REQUIRES(mu_) { return done_; };

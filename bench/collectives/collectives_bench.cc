@@ -40,6 +40,7 @@ struct BenchOptions {
   int64_t cma_min_bytes = -1;   // -1: the library default
   bool print_transports = false;
   bool bind = false;
+  bool adaptive_yield = true;
   std::string progress = "thread";
   std::string store_dir;
   std::string label = "retort-ucx";
@@ -111,6 +112,7 @@ int RunRank(const BenchOptions& o, int rank) {
   options.default_timeout = std::chrono::milliseconds(120000);
   options.ucx.transports = o.transports;
   options.ucx.spin_before_yield = std::chrono::microseconds(o.spin_us);
+  options.ucx.yield_early_when_cpu_shared = o.adaptive_yield;
   if (o.sleep_after_us >= -1) {
     options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
   }
@@ -204,6 +206,8 @@ int main(int argc, char** argv) {
                 "library default)");
   parser.AddInt("spin-us", &o.spin_us,
                 "spin this long without progress before yielding (-1: never)");
+  parser.AddBool("adaptive-yield", &o.adaptive_yield,
+                 "skip the spin while yields show other waiters sharing the CPU");
   parser.AddInt("cma-min-bytes", &o.cma_min_bytes,
                 "messages from this size are read straight from the peer's memory (0: never, "
                 "-1: library default)");

@@ -4,8 +4,10 @@
 # the composition GPU workers use (staged inter-node and global levels, device scratch for
 # packing, a device-memory node level) with host memory standing in for the device, so its
 # figures show the cost of the staging copies (memcpy here) on the same machine. OpenMPI:
-# MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Sizes 1-64 MiB,
-# repeated in alternating rounds so every implementation sees the same load; JSON lines to
+# MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Two more retort columns
+# (retort-hier-fifo, retort-hier-spin: variants below) set the single-copy path and the
+# CPU-sharing detection against their alternatives in the same run. Sizes 1-64 MiB, repeated
+# in alternating rounds so every implementation sees the same load; JSON lines to
 # $OUT (default bench/collectives/hierarchical_results.jsonl), median busbw table to stdout.
 # Usage: bench/collectives/run_hierarchical_bench.sh [build_dir]   (env: ROUNDS, OUT)
 set -euo pipefail
@@ -17,12 +19,22 @@ out=${OUT:-$here/hierarchical_results.jsonl}
 min_bytes=$((1 << 20)) max_bytes=$((64 << 20))
 : > "$out"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
-for round in $(seq "$rounds"); do
-  for backend in hierarchical hierarchical-device; do
-    label=retort-hier; [[ $backend == hierarchical-device ]] && label=retort-hier-device
-    "$build/bench/collectives/collectives_bench" --ranks=4 --backend=$backend --local-size=2 \
+# Variants of retort-hier, same binary: the device composition; every message through UCX's
+# shared-memory FIFO (no single-copy CMA reads; which of the two is faster changes with the
+# vCPU state, see RESULTS.md); waits that always spin first (no CPU-sharing detection).
+variants=(
+  "retort-hier --backend=hierarchical"
+  "retort-hier-device --backend=hierarchical-device"
+  "retort-hier-fifo --backend=hierarchical --cma-min-bytes=0"
+  "retort-hier-spin --backend=hierarchical --adaptive-yield=false"
+)
+for _ in $(seq "$rounds"); do
+  for variant in "${variants[@]}"; do
+    read -r label flags <<<"$variant"
+    # shellcheck disable=SC2086 # flags are words
+    "$build/bench/collectives/collectives_bench" --ranks=4 --local-size=2 $flags \
       --min-bytes=$min_bytes --max-bytes=$max_bytes --ops=all_reduce,reduce_scatter \
-      --label=$label | tee -a "$out"
+      --label="$label" | tee -a "$out"
   done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
     mpirun --allow-run-as-root --oversubscribe -np 4 \
@@ -39,7 +51,7 @@ for line in open(sys.argv[1]):
         continue
     r = json.loads(line)
     rows.setdefault((r["op"], r["bytes"]), {}).setdefault(r["impl"], []).append(r["busbw_GBps"])
-impls = ["retort-hier", "retort-hier-device", "openmpi"]
+impls = ["retort-hier", "retort-hier-device", "retort-hier-fifo", "retort-hier-spin", "openmpi"]
 print("| op | MiB | " + " | ".join(impls) + " |")
 print("| --- | --- | " + " | ".join("---" for _ in impls) + " |")
 for (op, size), by_impl in sorted(rows.items()):

@@ -56,6 +56,9 @@ struct UcxContextOptions {
   // would burn. Negative: never sleep.
   std::chrono::microseconds spin_before_sleep{200};
   std::chrono::microseconds sleep_quantum{50};
+  // Skip the spin and yield from the start of a wait while this thread's yields show other
+  // waiters sharing its CPU (more ranks than CPUs; collectives/cpu_sharing.h).
+  bool yield_early_when_cpu_shared = true;
   // Messages of at least this many bytes to a peer on the same host are read by the receiver
   // straight from the sender's memory (cma.h: one copy instead of two through the
   // shared-memory FIFO). Both ranks must allow it; the larger threshold of the two applies.

@@ -71,6 +71,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   UcxContextOptions context_options = options;
   context_options.estimated_num_eps = static_cast<size_t>(size);
   t->spin_before_yield_ = options.spin_before_yield;
+  t->adaptive_yield_ = options.yield_early_when_cpu_shared;
   t->spin_before_sleep_ = options.spin_before_sleep;
   t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
@@ -425,13 +426,20 @@ Status UcxTransport::ProgressUntil(const Done& done, const WaitControl& control,
       CpuRelax();
       if ((++idle & 63) == 0) {
         // Spin while the peer is likely to answer soon; give the CPU away only after a longer
-        // quiet spell, since on a busy host a yield can cost a whole scheduler time slice.
+        // quiet spell, since on a busy host a yield can cost a whole scheduler time slice;
+        // but from the start while other waiters share this CPU (cpu_sharing.h), since then
+        // spinning only delays the peer.
         const auto now = SteadyClock::now();
         if (idle == 64) idle_since = now;
         if (spin_before_sleep_.count() >= 0 && now - idle_since > spin_before_sleep_) {
           std::this_thread::sleep_for(sleep_quantum_);
-        } else if (spin_before_yield_.count() >= 0 && now - idle_since > spin_before_yield_) {
-          sched_yield();
+        } else if (spin_before_yield_.count() >= 0 && ((adaptive_yield_ && cpu_sharing_.shared()) ||
+                                                       now - idle_since > spin_before_yield_)) {
+          if (adaptive_yield_) {
+            cpu_sharing_.Yield();
+          } else {
+            sched_yield();
+          }
         }
       }
     }

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "collectives/bootstrap_store.h"
+#include "collectives/cpu_sharing.h"
 #include "collectives/transport.h"
 #include "collectives/ucx/cma.h"
 #include "collectives/ucx/ucx_handles.h"
@@ -219,6 +220,8 @@ class UcxTransport final : public Transport {
   std::chrono::microseconds spin_before_yield_{20};   // from UcxContextOptions
   std::chrono::microseconds spin_before_sleep_{200};  // from UcxContextOptions
   std::chrono::microseconds sleep_quantum_{50};       // from UcxContextOptions
+  bool adaptive_yield_ = true;      // from UcxContextOptions::yield_early_when_cpu_shared
+  CpuSharingDetector cpu_sharing_;  // whether waits yield from the start
   std::vector<std::unique_ptr<Request>> operation_requests_;
   CmaIdentity local_cma_;
   size_t cma_min_bytes_ = 0;  // from UcxContextOptions
