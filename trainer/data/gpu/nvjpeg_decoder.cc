@@ -204,8 +204,6 @@ class NvjpegDecoder final : public DeviceDecoder {
     const ResamplePlan plan = data::PlanResample(width, height, geometry.box, out_size, out_size);
     const ResampleAxis& xs = plan.xs;
     const ResampleAxis& ys = plan.ys;
-    const int row_begin = plan.source.y;
-    const int row_end = plan.source.y + plan.source.height;
     auto append = [&](const auto& v) {
       const size_t at = host_taps_.size();
       const size_t bytes = v.size() * sizeof(v[0]);
@@ -220,20 +218,10 @@ class NvjpegDecoder final : public DeviceDecoder {
     r.y_start = append(ys.start);
     r.y_count = append(ys.count);
     r.y_weights = append(ys.weights);
-    r.scratch_floats = static_cast<size_t>(std::max(row_end - row_begin, 1)) * out_size * 3;
+    r.launch = gpu::MakeResampleLaunch(plan, width, geometry.flip, norm);
     gpu::ResampleLaunch& l = r.launch;
+    r.scratch_floats = static_cast<size_t>(gpu::ScratchFloats(l));
     l.image = image;
-    l.pitch = width * 3;
-    l.row_begin = row_begin;
-    l.row_end = row_end;
-    l.out_size = out_size;
-    l.x_max_taps = xs.max_taps;
-    l.y_max_taps = ys.max_taps;
-    l.flip = geometry.flip;
-    for (int c = 0; c < 3; ++c) {
-      l.scale[c] = 1.0f / (255.0f * norm.std[c]);
-      l.shift[c] = -norm.mean[c] / norm.std[c];
-    }
     l.out = out;
     return r;
   }
