@@ -55,9 +55,13 @@ StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
       LOG_WARN("ucx") << "could not set KEEPALIVE_INTERVAL: " << ucs_status_string(s);
     }
   }
-  if (options.new_protocols && std::getenv("UCX_PROTO_ENABLE") == nullptr) {
-    UCX_CHECK(ucp_config_modify(config.get(), "PROTO_ENABLE", "y"),
-              "enabling UCX's protocol selection (PROTO_ENABLE)");
+  if (std::getenv("UCX_PROTO_ENABLE") == nullptr) {
+    UCX_CHECK(ucp_config_modify(config.get(), "PROTO_ENABLE", options.new_protocols ? "y" : "n"),
+              "setting UCX's protocol selection (PROTO_ENABLE)");
+  }
+  if (options.eager_only && std::getenv("UCX_RNDV_THRESH") == nullptr) {
+    UCX_CHECK(ucp_config_modify(config.get(), "RNDV_THRESH", "inf"),
+              "turning UCX's rendezvous off (RNDV_THRESH=inf)");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

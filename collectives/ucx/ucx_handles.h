@@ -64,12 +64,20 @@ struct UcxContextOptions {
   // shared-memory FIFO). Both ranks must allow it; the larger threshold of the two applies.
   // 0: never.
   size_t cma_min_bytes = size_t{64} << 10;
-  // UCX's newer protocol selection (UCX_PROTO_ENABLE). With the older one, UCX 1.13's
+  // UCX's newer protocol selection (UCX_PROTO_ENABLE). Off: in UCX 1.13 it aborts the whole
+  // process when a peer dies at the wrong moment (a send posted to a peer that just failed, or
+  // large sends still queued to it, end in ucp_proto_request_abort on a protocol without an
+  // abort: "stubs.c:102 Assertion `0' failed"; the multi-host whole-host kill test lost a
+  // surviving worker that way in 3 of 14 runs, and with large messages through the
+  // shared-memory FIFO every kill -9 test did). The environment's UCX_PROTO_ENABLE wins.
+  bool new_protocols = false;
+  // Send every message eagerly (UCX_RNDV_THRESH=inf). With the older protocols, UCX 1.13's
   // rendezvous over TCP serialises the two directions of a connection: a pairwise exchange
   // (a 2-rank ring step, the hierarchical inter-node level with 2 nodes) took as long as
   // sending both halves one after the other, 137 ms instead of 71 ms for 16 MiB over a
-  // 1 Gbit/s link (bench/multihost/RESULTS.md). The environment's UCX_PROTO_ENABLE wins.
-  bool new_protocols = true;
+  // 1 Gbit/s link (bench/multihost/RESULTS.md); eager sends do not. Large messages between
+  // processes of one host go through CMA regardless. The environment's UCX_RNDV_THRESH wins.
+  bool eager_only = true;
 };
 
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);
