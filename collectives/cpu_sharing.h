@@ -28,7 +28,11 @@ class CpuSharingDetector {
   static constexpr std::chrono::microseconds kQuickReturn{500};
   static constexpr int kOffAfter = 4;
 
-  // sched_yield(), then records what it showed.
+  // Off (`enabled` false): Yield() is a plain sched_yield() and shared() stays false, so waits
+  // spin as configured (UcxContextOptions::yield_early_when_cpu_shared, for A/B runs).
+  explicit CpuSharingDetector(bool enabled = true) : enabled_(enabled) {}
+
+  // sched_yield(), then records what it showed (when enabled).
   void Yield();
   // Records one observation; Yield() calls it (public so tests can feed made-up ones).
   void Observe(bool switched_away, std::chrono::nanoseconds off_cpu);
@@ -40,6 +44,7 @@ class CpuSharingDetector {
   static constexpr std::chrono::milliseconds kRecent{100};
 
  private:
+  bool enabled_ = true;
   int evidence_ = 0;  // kOffAfter after a quick hand-over, counts down on the opposite
 };
 

@@ -175,8 +175,9 @@ Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vec
   return Status::Ok();
 }
 
-std::vector<HierarchicalCommunicator::NodeSlice> HierarchicalCommunicator::NodeSlices(
-    const std::vector<size_t>& counts) const {
+std::vector<HierarchicalCommunicator::NodeSlice> HierarchicalCommunicator::NodeSlicesToRun(
+    const std::vector<size_t>& counts, size_t elem, MemoryKind memory) const {
+  if (!IsHostMemory(memory) || !nodes_consecutive_) return {};
   const std::vector<size_t> offsets = Offsets(counts);
   std::vector<NodeSlice> slices;
   size_t between = 0;
@@ -193,15 +194,10 @@ std::vector<HierarchicalCommunicator::NodeSlice> HierarchicalCommunicator::NodeS
     between += slice.counts[local_index_];
     slices.push_back(std::move(slice));
   }
-  return slices;
-}
-
-bool HierarchicalCommunicator::UseNodeSlices(const std::vector<NodeSlice>& slices, size_t elem,
-                                             MemoryKind memory) const {
-  if (!IsHostMemory(memory) || !nodes_consecutive_ || slices.empty()) return false;
   size_t total = 0;
   for (const NodeSlice& slice : slices) total += slice.count;
-  return total * elem >= kMinNodeSliceBytes * slices.size();
+  if (total * elem < kMinNodeSliceBytes * slices.size()) return {};
+  return slices;
 }
 
 HierarchicalCommunicator::LevelCounts HierarchicalCommunicator::SplitCounts(
@@ -223,8 +219,9 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
     const std::vector<size_t>& intra_counts = split.intra;
     const std::vector<size_t>& inter_counts = split.inter;
     const bool identity = PackIsIdentity(counts);
-    const std::vector<NodeSlice> slices = identity ? std::vector<NodeSlice>() : NodeSlices(counts);
-    if (UseNodeSlices(slices, elem, input.memory)) {
+    const std::vector<NodeSlice> slices =
+        identity ? std::vector<NodeSlice>() : NodeSlicesToRun(counts, elem, input.memory);
+    if (!slices.empty()) {
       // One intra reduce-scatter per node's slice of the input, each writing this rank's part
       // of it to its place between the levels.
       RETORT_ASSIGN_OR_RETURN(char* between,
@@ -280,8 +277,9 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
       return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
     }));
     const bool identity = PackIsIdentity(counts);
-    const std::vector<NodeSlice> slices = identity ? std::vector<NodeSlice>() : NodeSlices(counts);
-    if (UseNodeSlices(slices, elem, output.memory)) {
+    const std::vector<NodeSlice> slices =
+        identity ? std::vector<NodeSlice>() : NodeSlicesToRun(counts, elem, output.memory);
+    if (!slices.empty()) {
       // One intra all-gather per node's slice of the output, each from this rank's part of it
       // between the levels: no unpacking copy.
       for (const NodeSlice& slice : slices) {

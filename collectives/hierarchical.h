@@ -101,12 +101,13 @@ class HierarchicalCommunicator final : public Communicator {
     size_t offset = 0;
     size_t between = 0;
   };
-  // The non-empty slices, in node order (every rank of a node skips the same empty ones).
-  std::vector<NodeSlice> NodeSlices(const std::vector<size_t>& counts) const;
-  // Whether the intra level runs once per node's slice instead of over a packed copy: host
-  // memory, every node's ranks consecutive in rank order, and at least kMinNodeSliceBytes per
-  // slice (below that the extra sub-operations cost more than the copy they save).
-  bool UseNodeSlices(const std::vector<NodeSlice>& slices, size_t elem, MemoryKind memory) const;
+  // The slices the intra level runs over, once each, instead of over a packed copy: the
+  // non-empty ones in node order (every rank of a node skips the same empty ones). Empty when
+  // the packed path applies: not host memory, a node's ranks not consecutive in rank order, or
+  // less than kMinNodeSliceBytes per slice (below that the extra sub-operations cost more than
+  // the copy they save).
+  std::vector<NodeSlice> NodeSlicesToRun(const std::vector<size_t>& counts, size_t elem,
+                                         MemoryKind memory) const;
   // How global per-rank `counts` split over the two levels: intra[l] is the sum of the
   // counts of local index l over all nodes (what intra rank l holds between the levels),
   // inter[n] the count of this rank's local index on node n.

@@ -1,6 +1,5 @@
 #include "collectives/ucx/ucx_transport.h"
 
-#include <sched.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -71,7 +70,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   UcxContextOptions context_options = options;
   context_options.estimated_num_eps = static_cast<size_t>(size);
   t->spin_before_yield_ = options.spin_before_yield;
-  t->adaptive_yield_ = options.yield_early_when_cpu_shared;
+  t->cpu_sharing_ = CpuSharingDetector(options.yield_early_when_cpu_shared);
   t->spin_before_sleep_ = options.spin_before_sleep;
   t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
@@ -433,13 +432,9 @@ Status UcxTransport::ProgressUntil(const Done& done, const WaitControl& control,
         if (idle == 64) idle_since = now;
         if (spin_before_sleep_.count() >= 0 && now - idle_since > spin_before_sleep_) {
           std::this_thread::sleep_for(sleep_quantum_);
-        } else if (spin_before_yield_.count() >= 0 && ((adaptive_yield_ && cpu_sharing_.shared()) ||
-                                                       now - idle_since > spin_before_yield_)) {
-          if (adaptive_yield_) {
-            cpu_sharing_.Yield();
-          } else {
-            sched_yield();
-          }
+        } else if (spin_before_yield_.count() >= 0 &&
+                   (cpu_sharing_.shared() || now - idle_since > spin_before_yield_)) {
+          cpu_sharing_.Yield();
         }
       }
     }

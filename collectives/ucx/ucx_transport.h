@@ -220,8 +220,9 @@ class UcxTransport final : public Transport {
   std::chrono::microseconds spin_before_yield_{20};   // from UcxContextOptions
   std::chrono::microseconds spin_before_sleep_{200};  // from UcxContextOptions
   std::chrono::microseconds sleep_quantum_{50};       // from UcxContextOptions
-  bool adaptive_yield_ = true;      // from UcxContextOptions::yield_early_when_cpu_shared
-  CpuSharingDetector cpu_sharing_;  // whether waits yield from the start
+  // Whether waits yield from the start; on/off from
+  // UcxContextOptions::yield_early_when_cpu_shared.
+  CpuSharingDetector cpu_sharing_;
   std::vector<std::unique_ptr<Request>> operation_requests_;
   CmaIdentity local_cma_;
   size_t cma_min_bytes_ = 0;  // from UcxContextOptions

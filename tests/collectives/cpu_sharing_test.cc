@@ -77,11 +77,11 @@ int FirstAllowedCpu() {
   return -1;
 }
 
-// Two threads on one CPU, both yielding: each hands the CPU to the other and gets it back at
-// once, which is what ranks that wait for each other on a shared CPU do.
-TEST(CpuSharingDetectorTest, TwoYieldingThreadsOnOneCpuSeeEachOther) {
+// Two threads pinned to one CPU, both yielding through detectors made with `enabled`; how
+// many of them saw the CPU shared (-1: the threads could not be pinned).
+int ThreadsThatSawSharingOnOneCpu(bool enabled) {
   const int cpu = FirstAllowedCpu();
-  if (cpu < 0) GTEST_SKIP() << "sched_getaffinity failed";
+  if (cpu < 0) return -1;
   std::atomic<int> pinned{0};
   std::atomic<int> failed{0};
   std::atomic<int> saw_shared{0};
@@ -93,7 +93,7 @@ TEST(CpuSharingDetectorTest, TwoYieldingThreadsOnOneCpuSeeEachOther) {
     ++pinned;
     for (int spin = 0; pinned.load() + failed.load() < 2 && spin < 100000000; ++spin) {
     }
-    CpuSharingDetector d;
+    CpuSharingDetector d(enabled);
     bool shared = false;
     for (int i = 0; i < 2000 && !shared; ++i) {
       d.Yield();
@@ -104,8 +104,21 @@ TEST(CpuSharingDetectorTest, TwoYieldingThreadsOnOneCpuSeeEachOther) {
   std::thread a(yielder), b(yielder);
   a.join();
   b.join();
-  if (failed.load() > 0) GTEST_SKIP() << "cannot pin threads to CPU " << cpu;
-  EXPECT_GE(saw_shared.load(), 1) << "neither thread saw the other take its CPU and give it back";
+  return failed.load() > 0 ? -1 : saw_shared.load();
+}
+
+// Each hands the CPU to the other and gets it back at once, which is what ranks that wait for
+// each other on a shared CPU do.
+TEST(CpuSharingDetectorTest, TwoYieldingThreadsOnOneCpuSeeEachOther) {
+  const int saw = ThreadsThatSawSharingOnOneCpu(/*enabled=*/true);
+  if (saw < 0) GTEST_SKIP() << "cannot pin two threads to one CPU";
+  EXPECT_GE(saw, 1) << "neither thread saw the other take its CPU and give it back";
+}
+
+TEST(CpuSharingDetectorTest, ADisabledDetectorOnlyYields) {
+  const int saw = ThreadsThatSawSharingOnOneCpu(/*enabled=*/false);
+  if (saw < 0) GTEST_SKIP() << "cannot pin two threads to one CPU";
+  EXPECT_EQ(saw, 0) << "a disabled detector must leave waits spinning as configured";
 }
 
 }  // namespace
