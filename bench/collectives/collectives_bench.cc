@@ -38,6 +38,7 @@ struct BenchOptions {
   int64_t spin_us = 20;
   int64_t sleep_after_us = -2;  // -2: the library default
   int64_t cma_min_bytes = -1;   // -1: the library default
+  std::string cma_policy = "adaptive";
   bool print_transports = false;
   bool bind = false;
   bool adaptive_yield = true;
@@ -50,6 +51,8 @@ struct BenchOptions {
 double NowSeconds() {
   return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count();
 }
+
+constexpr int kWarmupIterations = 2 * ucx::CmaChooser::kWarmup + 2;
 
 int ItersFor(const BenchOptions& o, size_t bytes) {
   if (o.iters > 0) return static_cast<int>(o.iters);
@@ -87,8 +90,9 @@ StatusOr<double> TimeOp(Communicator& comm, const std::string& op, size_t bytes,
     }
     return InvalidArgumentError("unknown op '" + op + "'");
   };
-  RETORT_RETURN_IF_ERROR(run_once());  // warm-up
-  RETORT_RETURN_IF_ERROR(run_once());
+  // Warm-up: also lets the transport's adaptive CMA-or-FIFO choice (cma_chooser.h) take its
+  // first samples of both protocols at this size, as a job's first steps would.
+  for (int i = 0; i < kWarmupIterations; ++i) RETORT_RETURN_IF_ERROR(run_once());
   RETORT_RETURN_IF_ERROR(Check(comm.Barrier()));
   const double start = NowSeconds();
   for (int i = 0; i < iters; ++i) RETORT_RETURN_IF_ERROR(run_once());
@@ -117,6 +121,9 @@ int RunRank(const BenchOptions& o, int rank) {
     options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
   }
   if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
+  options.ucx.cma_policy = o.cma_policy == "always"  ? ucx::CmaPolicy::kAlways
+                           : o.cma_policy == "never" ? ucx::CmaPolicy::kNever
+                                                     : ucx::CmaPolicy::kAdaptive;
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   const bool device = o.backend == "hierarchical-device";
@@ -208,6 +215,9 @@ int main(int argc, char** argv) {
                 "spin this long without progress before yielding (-1: never)");
   parser.AddBool("adaptive-yield", &o.adaptive_yield,
                  "skip the spin while yields show other waiters sharing the CPU");
+  parser.AddString("cma-policy", &o.cma_policy,
+                   "adaptive (measure per operation) | always | never: which messages from the "
+                   "CMA threshold up go through single-copy reads");
   parser.AddInt("cma-min-bytes", &o.cma_min_bytes,
                 "messages from this size are read straight from the peer's memory (0: never, "
                 "-1: library default)");
@@ -223,6 +233,11 @@ int main(int argc, char** argv) {
                    "bootstrap directory shared by the ranks (with --rank; default: a new one)");
   parser.AddLogLevel("warning");
   if (auto code = parser.ParseOrExitCode(argc, argv, "collectives_bench")) return *code;
+  if (o.cma_policy != "adaptive" && o.cma_policy != "always" && o.cma_policy != "never") {
+    std::cerr << "collectives_bench: --cma-policy=" << o.cma_policy
+              << " is not one of adaptive, always, never\n";
+    return 2;
+  }
   if (o.rank >= 0) {
     if (o.rank >= o.ranks || o.store_dir.empty()) {
       std::cerr << "collectives_bench: --rank=" << o.rank << " needs --store-dir and a rank below "

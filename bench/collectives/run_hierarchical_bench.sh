@@ -4,9 +4,9 @@
 # the composition GPU workers use (staged inter-node and global levels, device scratch for
 # packing, a device-memory node level) with host memory standing in for the device, so its
 # figures show the cost of the staging copies (memcpy here) on the same machine. OpenMPI:
-# MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Two more retort columns
-# (retort-hier-fifo, retort-hier-spin: variants below) set the single-copy path and the
-# CPU-sharing detection against their alternatives in the same run. Sizes 1-64 MiB, repeated
+# MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Three more retort columns
+# (retort-hier-fifo, retort-hier-cma, retort-hier-spin: variants below) set the adaptive
+# protocol choice and the CPU-sharing detection against fixed alternatives in the same run. Sizes 1-64 MiB, repeated
 # in alternating rounds so every implementation sees the same load; JSON lines to
 # $OUT (default bench/collectives/hierarchical_results.jsonl), median busbw table to stdout.
 # Usage: bench/collectives/run_hierarchical_bench.sh [build_dir]   (env: ROUNDS, OUT)
@@ -19,13 +19,15 @@ out=${OUT:-$here/hierarchical_results.jsonl}
 min_bytes=$((1 << 20)) max_bytes=$((64 << 20))
 : > "$out"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
-# Variants of retort-hier, same binary: the device composition; every message through UCX's
-# shared-memory FIFO (no single-copy CMA reads; which of the two is faster changes with the
-# vCPU state, see RESULTS.md); waits that always spin first (no CPU-sharing detection).
+# Variants of retort-hier (its defaults: the CMA-or-FIFO choice measured per operation, waits
+# that detect a shared CPU), same binary: the device composition; same-host messages always
+# through UCX's shared-memory FIFO, or always through single-copy CMA reads (which of the two
+# is faster changes with the vCPU state, see RESULTS.md); waits that always spin first.
 variants=(
   "retort-hier --backend=hierarchical"
   "retort-hier-device --backend=hierarchical-device"
-  "retort-hier-fifo --backend=hierarchical --cma-min-bytes=0"
+  "retort-hier-fifo --backend=hierarchical --cma-policy=never"
+  "retort-hier-cma --backend=hierarchical --cma-policy=always"
   "retort-hier-spin --backend=hierarchical --adaptive-yield=false"
 )
 for _ in $(seq "$rounds"); do
@@ -51,7 +53,8 @@ for line in open(sys.argv[1]):
         continue
     r = json.loads(line)
     rows.setdefault((r["op"], r["bytes"]), {}).setdefault(r["impl"], []).append(r["busbw_GBps"])
-impls = ["retort-hier", "retort-hier-device", "retort-hier-fifo", "retort-hier-spin", "openmpi"]
+impls = ["retort-hier", "retort-hier-device", "retort-hier-fifo", "retort-hier-cma",
+         "retort-hier-spin", "openmpi"]
 print("| op | MiB | " + " | ".join(impls) + " |")
 print("| --- | --- | " + " | ".join("---" for _ in impls) + " |")
 for (op, size), by_impl in sorted(rows.items()):

@@ -61,11 +61,13 @@ Deadline UcxCommunicator::DeadlineFor(const CollectiveOptions& options) const {
   return Deadline::After(options.timeout.value_or(options_.default_timeout));
 }
 
-WorkPtr UcxCommunicator::SubmitCollective(std::string description, const CollectiveOptions& options,
+WorkPtr UcxCommunicator::SubmitCollective(std::string description, size_t bytes,
+                                          const CollectiveOptions& options,
                                           std::function<Status(const RingContext&)> algorithm) {
   const uint32_t sequence = next_sequence_++;
   return executor_->Submit(std::move(description), DeadlineFor(options),
-                           [this, sequence, algorithm = std::move(algorithm)](Work& work) {
+                           [this, sequence, bytes, algorithm = std::move(algorithm)](Work& work) {
+                             transport_->BeginOperation(bytes);
                              RingContext ctx;
                              ctx.transport = transport_.get();
                              ctx.sequence = sequence;
@@ -81,7 +83,7 @@ WorkPtr UcxCommunicator::SubmitCollective(std::string description, const Collect
 WorkPtr UcxCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
                                           const std::vector<size_t>& counts, ReduceOp op,
                                           const CollectiveOptions& options) {
-  return SubmitCollective("reduce_scatter", options, [=](const RingContext& ctx) {
+  return SubmitCollective("reduce_scatter", input.bytes(), options, [=](const RingContext& ctx) {
     return RingReduceScatterV(ctx, input, output, counts, op);
   });
 }
@@ -89,32 +91,32 @@ WorkPtr UcxCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer outpu
 WorkPtr UcxCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
                                       const std::vector<size_t>& counts,
                                       const CollectiveOptions& options) {
-  return SubmitCollective("all_gather", options, [=](const RingContext& ctx) {
+  return SubmitCollective("all_gather", output.bytes(), options, [=](const RingContext& ctx) {
     return RingAllGatherV(ctx, input, output, counts);
   });
 }
 
 WorkPtr UcxCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("all_reduce", options,
+  return SubmitCollective("all_reduce", data.bytes(), options,
                           [=](const RingContext& ctx) { return RingAllReduce(ctx, data, op); });
 }
 
 WorkPtr UcxCommunicator::DoBroadcast(MutableBuffer data, int root,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("broadcast", options,
+  return SubmitCollective("broadcast", data.bytes(), options,
                           [=](const RingContext& ctx) { return ChainBroadcast(ctx, data, root); });
 }
 
 WorkPtr UcxCommunicator::DoBarrier(const CollectiveOptions& options) {
-  return SubmitCollective("barrier", options,
+  return SubmitCollective("barrier", 0, options,
                           [](const RingContext& ctx) { return DisseminationBarrier(ctx); });
 }
 
 WorkPtr UcxCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
                                      MutableBuffer output, const std::vector<size_t>& recv_counts,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("all_to_all_v", options, [=](const RingContext& ctx) {
+  return SubmitCollective("all_to_all_v", input.bytes(), options, [=](const RingContext& ctx) {
     return DirectAllToAllV(ctx, input, send_counts, output, recv_counts);
   });
 }

@@ -17,6 +17,9 @@ Status UcxError(ucs_status_t status, const std::string& what, const char* file, 
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED:
     case UCS_ERR_IO_ERROR:
+    // A shared-memory send to a peer that exited or died: its FIFO segments are gone (seen
+    // when a large eager send to it is posted after the peer's process ended).
+    case UCS_ERR_SHMEM_SEGMENT:
       return UnavailableError(message);
     case UCS_ERR_TIMED_OUT:
       return DeadlineExceededError(message);

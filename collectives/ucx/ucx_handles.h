@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "collectives/ucx/cma_chooser.h"
 #include "common/status.h"
 
 namespace retort::collectives::ucx {
@@ -64,6 +65,9 @@ struct UcxContextOptions {
   // shared-memory FIFO). Both ranks must allow it; the larger threshold of the two applies.
   // 0: never.
   size_t cma_min_bytes = size_t{64} << 10;
+  // Which messages at or above the threshold a rank sends through CMA (cma_chooser.h):
+  // measured per operation (the default), always, or never. The receiver takes either.
+  CmaPolicy cma_policy = CmaPolicy::kAdaptive;
   // UCX's newer protocol selection (UCX_PROTO_ENABLE). Off: in UCX 1.13 it aborts the whole
   // process when a peer dies at the wrong moment (a send posted to a peer that just failed, or
   // large sends still queued to it, end in ucp_proto_request_abort on a protocol without an

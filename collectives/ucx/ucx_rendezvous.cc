@@ -2,6 +2,7 @@
 // large same-host messages (protocol in ucx_transport.h) and the goodbye a rank sends before
 // it closes its endpoints on purpose. Same threading as the rest of UcxTransport: the owning
 // executor thread only (the active-message handlers run inside ucp_worker_progress there).
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/ucx/ucx_check.h"
@@ -79,7 +80,20 @@ void UcxTransport::SayGoodbye() {
 
 bool UcxTransport::UseCma(int peer, size_t bytes) const {
   const size_t threshold = peers_[peer].cma_threshold;
-  return threshold > 0 && bytes >= threshold;
+  return threshold > 0 && bytes >= std::max(threshold, sizeof(CmaDescriptor));
+}
+
+void UcxTransport::ReadProtocolOfArrival(Request& r) {
+  r.cma = ((r.info.sender_tag ^ wire_key_) & kCmaTagBit) != 0;
+  if (r.cma) {
+    // The descriptor landed at the start of the payload's buffer; CompleteCmaReceive checks
+    // its length and magic before it trusts it.
+    if (r.info.length == sizeof(CmaDescriptor)) {
+      std::memcpy(&r.descriptor, r.landing, sizeof(CmaDescriptor));
+    }
+  } else if (r.on_landed && r.info.length == r.expected_bytes) {
+    r.on_landed(r.expected_bytes);  // the payload came whole through UCX
+  }
 }
 
 Status UcxTransport::CompleteCmaReceive(Request& r) {

@@ -19,7 +19,7 @@ namespace retort::collectives::ucx {
 namespace {
 
 constexpr uint64_t kFullMask = ~uint64_t{0};
-constexpr uint64_t kHelloGeneration = 0xfff;  // reserved generation field of the hello
+constexpr uint64_t kHelloGeneration = 0x7ff;  // reserved generation field of the hello
 constexpr uint32_t kHelloSequence = 0xfffff;
 constexpr char kRecordMagic[] = "retort-ucx3";
 constexpr auto kCloseGrace = std::chrono::seconds(2);
@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   t->spin_before_sleep_ = options.spin_before_sleep;
   t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
+  t->cma_chooser_ = CmaChooser(options.cma_policy);
   if (t->cma_min_bytes_ > 0) t->local_cma_ = LocalCmaIdentity();
   RETORT_ASSIGN_OR_RETURN(t->nonce_, RandomNonce());
   t->wire_key_ = t->nonce_;
@@ -194,7 +195,7 @@ Status UcxTransport::ExchangeHello(Deadline deadline, const std::function<bool()
   const MessageTag tag{true, kHelloSequence, 0};
   for (int p = 0; p < size_ && status.ok(); ++p) {
     if (p == rank_) continue;
-    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(Hello));
+    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(Hello), false);
     if (!id.ok()) {
       status = id.status();
       break;
@@ -203,7 +204,7 @@ Status UcxTransport::ExchangeHello(Deadline deadline, const std::function<bool()
   }
   for (int p = 0; p < size_ && status.ok(); ++p) {
     if (p == rank_) continue;
-    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine[p], sizeof(Hello));
+    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine[p], sizeof(Hello), false);
     if (!id.ok()) {
       status = id.status();
       break;
@@ -253,7 +254,7 @@ uint64_t UcxTransport::WireTag(uint64_t generation, int source, MessageTag tag) 
 
 StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, int peer,
                                                                     uint64_t wire_tag, void* data,
-                                                                    size_t bytes) {
+                                                                    size_t bytes, bool cma) {
   if (closed_) return AbortedError("ucx: transport shut down after an earlier failure");
   if (peers_[peer].error != UCS_OK) {
     return PeerFailure(peers_[peer], "ucx: posting to " + PeerName(peer));
@@ -262,22 +263,25 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
   request->send = send;
   request->peer = peer;
   request->expected_bytes = bytes;
-  request->cma = UseCma(peer, bytes);
   void* wire_data = data;  // what UCX moves: the payload, or the CMA descriptor
   size_t wire_bytes = bytes;
-  if (request->cma) {
+  uint64_t mask = kFullMask;
+  if (send && cma) {
+    request->cma = true;
     wire_data = &request->descriptor;
     wire_bytes = sizeof(CmaDescriptor);
-    if (send) {
-      const uint64_t cookie = next_cookie_++;
-      request->valid.store(cookie, std::memory_order_release);
-      request->descriptor =
-          CmaDescriptor{kCmaDescriptorMagic, reinterpret_cast<uint64_t>(data), bytes, cookie,
-                        reinterpret_cast<uint64_t>(&request->valid)};
-      awaiting_ack_[cookie] = request.get();
-    } else {
-      request->landing = data;
-    }
+    wire_tag ^= kCmaTagBit;
+    const uint64_t cookie = next_cookie_++;
+    request->valid.store(cookie, std::memory_order_release);
+    request->descriptor = CmaDescriptor{kCmaDescriptorMagic, reinterpret_cast<uint64_t>(data),
+                                        bytes, cookie, reinterpret_cast<uint64_t>(&request->valid)};
+    awaiting_ack_[cookie] = request.get();
+  } else if (!send && peers_[peer].cma_threshold > 0) {
+    // Either protocol may arrive (the sender chooses per message): match both, and read the
+    // CMA flag of the tag that arrived in Poll. A descriptor lands at the start of `data`.
+    request->cma_possible = true;
+    request->landing = data;
+    mask &= ~kCmaTagBit;
   }
   ucp_request_param_t param{};
   void* handle;
@@ -285,10 +289,10 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
     handle = ucp_tag_send_nbx(peers_[peer].ep, wire_data, wire_bytes, wire_tag, &param);
   } else {
     // UCX 1.13 leaves recv_info unset on immediate completion: always get a request so
-    // ucp_tag_recv_request_test reports the received length.
+    // ucp_tag_recv_request_test reports the received length and tag.
     param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.recv_info.tag_info = &request->info;
-    handle = ucp_tag_recv_nbx(worker_.get(), wire_data, wire_bytes, wire_tag, kFullMask, &param);
+    handle = ucp_tag_recv_nbx(worker_.get(), wire_data, wire_bytes, wire_tag, mask, &param);
   }
   if (UCS_PTR_IS_ERR(handle)) {
     if (request->cma && send) awaiting_ack_.erase(request->descriptor.cookie);
@@ -297,7 +301,7 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
                         PeerName(peer) + " of " + std::to_string(bytes) + " bytes",
                     __FILE__, __LINE__);
   }
-  if (handle == nullptr) {
+  if (handle == nullptr) {  // sends only: receives always get a request
     request->ucx_done = true;
     request->finished = !request->cma;
   } else {
@@ -306,10 +310,25 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
   return request;
 }
 
+void UcxTransport::BeginOperation(size_t bytes) {
+  operation_bytes_ = bytes;
+  operation_start_ = SteadyClock::now();
+  operation_cma_.reset();
+  operation_same_host_bytes_ = 0;
+}
+
+bool UcxTransport::ChooseCmaForOperationSend(int peer, size_t bytes) {
+  if (!UseCma(peer, bytes)) return false;
+  if (!operation_cma_.has_value()) operation_cma_ = cma_chooser_.UseCmaFor(operation_bytes_);
+  operation_same_host_bytes_ += bytes;
+  return *operation_cma_;
+}
+
 StatusOr<Transport::RequestId> UcxTransport::PostSend(int peer, MessageTag tag, const void* data,
                                                       size_t bytes) {
+  const bool cma = ChooseCmaForOperationSend(peer, bytes);
   RETORT_ASSIGN_OR_RETURN(auto request, Post(true, peer, WireTag(generation_, rank_, tag),
-                                             const_cast<void*>(data), bytes));
+                                             const_cast<void*>(data), bytes, cma));
   operation_requests_.push_back(std::move(request));
   return operation_requests_.size() - 1;
 }
@@ -317,14 +336,14 @@ StatusOr<Transport::RequestId> UcxTransport::PostSend(int peer, MessageTag tag, 
 StatusOr<Transport::RequestId> UcxTransport::PostRecv(int peer, MessageTag tag, void* data,
                                                       size_t bytes) {
   RETORT_ASSIGN_OR_RETURN(auto request,
-                          Post(false, peer, WireTag(generation_, peer, tag), data, bytes));
+                          Post(false, peer, WireTag(generation_, peer, tag), data, bytes, false));
   operation_requests_.push_back(std::move(request));
   return operation_requests_.size() - 1;
 }
 
 bool UcxTransport::SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) {
   Request& r = *operation_requests_[request];
-  if (!r.cma || r.send) return false;
+  if (!r.cma_possible) return false;
   r.on_landed = std::move(on_landed);
   return true;
 }
@@ -339,6 +358,7 @@ bool UcxTransport::Poll(Request& r) {
     r.ucx_request = nullptr;
     r.ucx_done = true;
     r.status = status;
+    if (r.cma_possible && status == UCS_OK) ReadProtocolOfArrival(r);
     if (!r.cma || status != UCS_OK) {
       if (r.cma && r.send) WithdrawCmaSend(r);
       r.finished = true;
@@ -476,30 +496,49 @@ Status UcxTransport::FinishOperation(Status status, const WaitControl& control) 
   if (!status.ok()) {
     std::vector<Request*> none;
     Shutdown(none);
+  } else if (operation_cma_.has_value()) {
+    RecordOperationProtocol();
   }
   operation_requests_.clear();
+  operation_cma_.reset();
+  operation_same_host_bytes_ = 0;
   return status;
+}
+
+void UcxTransport::RecordOperationProtocol() {
+  const std::optional<bool> before = cma_chooser_.PrefersCma(operation_bytes_);
+  cma_chooser_.Record(operation_bytes_, *operation_cma_, operation_same_host_bytes_,
+                      SteadyClock::now() - operation_start_);
+  const std::optional<bool> after = cma_chooser_.PrefersCma(operation_bytes_);
+  if (after.has_value() && after != before) {
+    LOG_DEBUG("ucx") << "rank " << rank_ << ": same-host sends of operations of "
+                     << operation_bytes_ << " bytes now go through "
+                     << (*after ? "CMA" : "the FIFO") << " (CMA "
+                     << cma_chooser_.RateFor(operation_bytes_, true) / 1e9 << " GB/s, FIFO "
+                     << cma_chooser_.RateFor(operation_bytes_, false) / 1e9 << " GB/s)";
+  }
 }
 
 StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::PostDetachedSend(int peer,
                                                                                 MessageTag tag,
                                                                                 const void* data,
                                                                                 size_t bytes) {
-  return Post(true, peer, WireTag(generation_, rank_, tag), const_cast<void*>(data), bytes);
+  return Post(true, peer, WireTag(generation_, rank_, tag), const_cast<void*>(data), bytes,
+              UseCma(peer, bytes) && cma_chooser_.UseCmaUnmeasured());
 }
 
 StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::PostDetachedRecv(int peer,
                                                                                 MessageTag tag,
                                                                                 void* data,
                                                                                 size_t bytes) {
-  return Post(false, peer, WireTag(generation_, peer, tag), data, bytes);
+  return Post(false, peer, WireTag(generation_, peer, tag), data, bytes, false);
 }
 
 StatusOr<std::unique_ptr<UcxTransport::Request>>
 UcxTransport::PostDetachedSendWithGenerationForTesting(int peer, uint64_t generation,
                                                        MessageTag tag, const void* data,
                                                        size_t bytes) {
-  return Post(true, peer, WireTag(generation, rank_, tag), const_cast<void*>(data), bytes);
+  return Post(true, peer, WireTag(generation, rank_, tag), const_cast<void*>(data), bytes, false);
 }
 
 std::optional<Status> UcxTransport::PollDetached(Request& request) {

@@ -2,10 +2,10 @@
 // communicator, one endpoint per peer with peer-failure error handling
 // (UCP_ERR_HANDLING_MODE_PEER), so a dead peer fails its requests instead of hanging them.
 //
-// Wire tag (64 bits): generation mod 4096 (12) | point-to-point flag (1) | source rank (11) |
-// sequence (20) | slot (20), XORed with the generation's data-plane key. Receives match the
-// whole tag, so traffic of another generation is never mixed in. The full 64-bit generation
-// is checked at bootstrap (store record and a hello exchange).
+// Wire tag (64 bits): generation mod 2048 (11) | CMA flag (1) | point-to-point flag (1) |
+// source rank (11) | sequence (20) | slot (20), XORed with the generation's data-plane key.
+// Receives match the whole tag, so traffic of another generation is never mixed in. The full 64-bit
+// generation is checked at bootstrap (store record and a hello exchange).
 //
 // Data-plane key: every rank draws a random 64-bit nonce (getrandom) per communicator and
 // publishes it in its address record; the key is the XOR of every rank's nonce, so it is
@@ -21,8 +21,12 @@
 // rendezvous of our own: the sender tag-sends a small descriptor (address, length, cookie),
 // the receiver copies the payload straight out of the sender's memory with process_vm_readv
 // (cma.h), checks that the sender has not cancelled meanwhile, and acknowledges with a UCX
-// active message; the send completes on that acknowledgement. Both ranks decide per peer at
-// bootstrap (address record + hello), so they always agree on which messages use it. An
+// active message; the send completes on that acknowledgement. Both ranks agree per peer at
+// bootstrap (address record + hello) whether CMA may be used between them and from which size;
+// the sender then chooses per operation between it and UCX's shared-memory FIFO (cma_chooser.h:
+// measured, since which is faster depends on the host), and marks a descriptor with the wire
+// tag's CMA flag. Receives from such a peer match either (the flag masked out), land in the
+// payload's buffer, and read the flag of the tag that arrived. An
 // operation (FinishOperation) and a detached receive (PollDetached) end only once every
 // acknowledgement they owe has left this worker: an acknowledgement still queued in UCX would
 // otherwise wait for this worker's next progress, and a rank that moves on to another
@@ -50,6 +54,7 @@
 #include "collectives/cpu_sharing.h"
 #include "collectives/transport.h"
 #include "collectives/ucx/cma.h"
+#include "collectives/ucx/cma_chooser.h"
 #include "collectives/ucx/ucx_handles.h"
 
 namespace retort::collectives::ucx {
@@ -79,9 +84,10 @@ class UcxTransport final : public Transport {
     ucs_status_t status = UCS_OK;
     ucp_tag_recv_info_t info{};
     // CMA rendezvous (see above).
-    bool cma = false;
-    CmaDescriptor descriptor;               // sent, or received
-    void* landing = nullptr;                // receive: where the payload goes
+    bool cma = false;           // send: chosen at post; receive: known once the message arrived
+    bool cma_possible = false;  // receive: from a peer that may send either protocol
+    CmaDescriptor descriptor;   // sent, or received
+    void* landing = nullptr;    // receive: where the payload goes
     std::function<void(size_t)> on_landed;  // receive: SetLandedCallback's, may be empty
     std::atomic<uint64_t> valid{0};         // send: the cookie while the receiver may read; 0 after
     bool acked = false;                     // send: the receiver's acknowledgement arrived
@@ -111,6 +117,9 @@ class UcxTransport final : public Transport {
   bool SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) override;
   Status Wait(RequestId request, const WaitControl& control) override;
   Status FinishOperation(Status status, const WaitControl& control) override;
+  // Starts an operation of `bytes` payload (the collective's buffer): its same-host sends
+  // share one CMA-or-FIFO choice, and its time to FinishOperation is measured for the next.
+  void BeginOperation(size_t bytes);
 
   // Requests outside operations: posted, then polled until they report a final status.
   StatusOr<std::unique_ptr<Request>> PostDetachedSend(int peer, MessageTag tag, const void* data,
@@ -174,7 +183,17 @@ class UcxTransport final : public Transport {
   Status PeerFailure(const Peer& peer, const std::string& what) const;
   // Tells every connected peer that this rank closes its endpoints on purpose.
   void SayGoodbye();
+  // Whether a message of `bytes` to or from `peer` may go through CMA (the agreed threshold,
+  // and room for a descriptor in the receive).
   bool UseCma(int peer, size_t bytes) const;
+  // An operation's send to `peer`: whether it goes through CMA (one choice per operation,
+  // cma_chooser_'s), counting its bytes for the operation's measurement.
+  bool ChooseCmaForOperationSend(int peer, size_t bytes);
+  // A receive that could take either protocol arrived: sets r.cma from the tag's CMA flag and
+  // takes the descriptor out of the landing buffer.
+  void ReadProtocolOfArrival(Request& r);
+  // Feeds the finished operation's time to cma_chooser_ (debug log when its choice changes).
+  void RecordOperationProtocol();
   // Receive side of the CMA rendezvous once the descriptor arrived: copy, check, acknowledge.
   Status CompleteCmaReceive(Request& request);
   void SendCmaAck(int peer, uint64_t cookie, int32_t code);
@@ -197,8 +216,10 @@ class UcxTransport final : public Transport {
   Status BootstrapCancelled(const std::string& waiting_for) const;
   // TagFields (ucx_wire.h) XOR the data-plane key.
   uint64_t WireTag(uint64_t generation, int source, MessageTag tag) const;
+  // A send goes through CMA when `cma` (the caller's choice; false for receives, which take
+  // whichever protocol arrives from a CMA peer).
   StatusOr<std::unique_ptr<Request>> Post(bool send, int peer, uint64_t wire_tag, void* data,
-                                          size_t bytes);
+                                          size_t bytes, bool cma);
   bool Poll(Request& request);
   Status Result(const Request& request) const;
   // Fails when a peer this operation still waits on has failed (a peer that closed its
@@ -224,6 +245,13 @@ class UcxTransport final : public Transport {
   // UcxContextOptions::yield_early_when_cpu_shared.
   CpuSharingDetector cpu_sharing_;
   std::vector<std::unique_ptr<Request>> operation_requests_;
+  // The current operation, for cma_chooser_: its payload and start (BeginOperation), the
+  // protocol its same-host sends use (decided at the first) and their bytes.
+  CmaChooser cma_chooser_;
+  size_t operation_bytes_ = 0;
+  SteadyClock::time_point operation_start_;
+  std::optional<bool> operation_cma_;
+  size_t operation_same_host_bytes_ = 0;
   CmaIdentity local_cma_;
   size_t cma_min_bytes_ = 0;  // from UcxContextOptions
   uint64_t next_cookie_ = 1;

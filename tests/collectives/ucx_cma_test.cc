@@ -17,34 +17,40 @@ namespace retort::collectives::testing {
 namespace {
 
 ucx::UcxCommunicatorOptions Options(size_t cma_min_bytes, ProgressMode progress,
+                                    ucx::CmaPolicy policy = ucx::CmaPolicy::kAlways,
                                     size_t chunk_bytes = 16 << 10) {
   ucx::UcxCommunicatorOptions options;
   options.chunk_bytes = chunk_bytes;
   options.progress = progress;
   options.ucx.cma_min_bytes = cma_min_bytes;
+  options.ucx.cma_policy = policy;
   options.default_timeout = std::chrono::milliseconds(20000);
   options.bootstrap_timeout = std::chrono::milliseconds(20000);
   return options;
 }
 
-CommunicatorFactory Factory(size_t cma_min_bytes, ProgressMode progress) {
+CommunicatorFactory Factory(size_t cma_min_bytes, ProgressMode progress,
+                            ucx::CmaPolicy policy = ucx::CmaPolicy::kAlways) {
   return [=](BootstrapStore* store, int rank, int size, uint64_t generation) {
     return ucx::CreateUcxCommunicator(store, rank, size, generation,
-                                      Options(cma_min_bytes, progress));
+                                      Options(cma_min_bytes, progress, policy));
   };
 }
 
-// Per-rank thresholds: rank r gets thresholds[r].
+// Per-rank thresholds: rank r gets thresholds[r] (and policies[r], default: always).
 using UcxPtr = std::unique_ptr<ucx::UcxCommunicator>;
 void RunUcxRanks(const std::vector<size_t>& thresholds,
-                 const std::function<void(ucx::UcxCommunicator&)>& body) {
+                 const std::function<void(ucx::UcxCommunicator&)>& body,
+                 const std::vector<ucx::CmaPolicy>& policies = {}) {
   InMemoryStore store;
   const int world = static_cast<int>(thresholds.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
+      const ucx::CmaPolicy policy =
+          r < static_cast<int>(policies.size()) ? policies[r] : ucx::CmaPolicy::kAlways;
       auto comm = ucx::UcxCommunicator::Create(
-          &store, r, world, 3, Options(thresholds[r], ProgressMode::kBackgroundThread));
+          &store, r, world, 3, Options(thresholds[r], ProgressMode::kBackgroundThread, policy));
       ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status();
       body(**comm);
     });
@@ -129,6 +135,33 @@ TEST(CmaAgreementTest, OneRankRefusingTurnsItOffForBoth) {
     CheckAllGatherV(comm, DataType::kFloat32, {100003, 100003});
     CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, 100003);
   });
+}
+
+// Each rank sends through one protocol and receives the other's: every receive from a CMA
+// peer must take whichever arrives (the sender's choice travels in the tag).
+TEST(CmaMixedProtocolTest, ARankSendingThroughCmaAndOneThroughTheFifoUnderstandEachOther) {
+  RunUcxRanks({1, 1, 1},
+              [](ucx::UcxCommunicator& comm) {
+                for (size_t c : {size_t{11}, size_t{4099}, size_t{100003}}) {
+                  CheckAllGatherV(comm, DataType::kFloat32, {c, c + 1, c});
+                  CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, c);
+                  CheckReduceScatterV(comm, DataType::kFloat32, ReduceOp::kSum, {c, c, c + 2});
+                  CheckSendRecvRing(comm, c);
+                }
+              },
+              {ucx::CmaPolicy::kAlways, ucx::CmaPolicy::kNever, ucx::CmaPolicy::kAdaptive});
+}
+
+// The adaptive policy alternates while it measures, then settles: every operation on the way
+// must still be right, in both progress modes.
+TEST(CmaMixedProtocolTest, AdaptiveRanksStayCorrectWhileTheyMeasureAndSwitch) {
+  for (ProgressMode mode : {ProgressMode::kBackgroundThread, ProgressMode::kCallerThread}) {
+    RunThreadRanks(2, Factory(1, mode, ucx::CmaPolicy::kAdaptive), [](Communicator& comm) {
+      for (int i = 0; i < 3 * ucx::CmaChooser::kExploreEvery; ++i) {
+        CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, 4099 + i % 3);
+      }
+    });
+  }
 }
 
 TEST(CmaProtocolTest, LengthMismatchFailsBothSidesWithTheLengths) {

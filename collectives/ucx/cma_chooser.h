@@ -1,0 +1,78 @@
+// CmaChooser: picks, per operation, how this rank sends its large messages to peers on the
+// same host: the single-copy rendezvous (the receiver reads this process's memory with
+// process_vm_readv, cma.h) or UCX's shared-memory FIFO (two copies, no handshake). Which is
+// faster is not a property of the code: it changes with the host. On the 2-vCPU test machine
+// the FIFO's hand-over rate moves between ~2-3.5 and ~11-13 GB/s with the vCPUs' placement,
+// within minutes, while process_vm_readv pins every 4 KiB page it reads (7-15 GB/s there,
+// near memcpy speed on huge pages); measured either way by 1.3-2.3x (bench/collectives/
+// RESULTS.md). So the sender measures: it times whole operations (BeginOperation to
+// FinishOperation), keeps per protocol and operation-size class the best bytes-per-second
+// of its last kWindow operations (an operation's time also holds waits for late peers and
+// descheduled vCPUs, which only ever add time, so the best recent one is the protocol's
+// cost), uses the faster and tries the other every kExploreEvery operations, so a change of
+// the host's state is noticed. The receiver accepts either (the protocol travels in the
+// wire tag), so the ranks never have to agree.
+//
+// Threading: one per transport, used on its executor thread only.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace retort::collectives::ucx {
+
+enum class CmaPolicy {
+  kAdaptive,  // measure and choose (default)
+  kAlways,    // every message at or above the threshold through CMA
+  kNever,     // never through CMA (the receiver still accepts CMA from peers that send it)
+};
+
+class CmaChooser {
+ public:
+  static constexpr int kExploreEvery = 32;  // operations per size class between tries
+  static constexpr int kWarmup = 2;         // operations per protocol before choosing
+  static constexpr int kWindow = 4;         // recent operations per protocol in its rate
+
+  explicit CmaChooser(CmaPolicy policy = CmaPolicy::kAdaptive) : policy_(policy) {}
+
+  // Whether the operation about to send `largest_message` bytes as its largest same-host
+  // message should use CMA.
+  bool UseCmaFor(size_t largest_message);
+  // For a message outside any measured operation (a detached send: replicas, recovery state):
+  // CMA unless the policy is kNever. Such sends are not timed, so they cannot be chosen by
+  // measurement.
+  bool UseCmaUnmeasured() const { return policy_ != CmaPolicy::kNever; }
+  // Records a finished operation that sent `bytes` in same-host messages of up to
+  // `largest_message` bytes through `cma` (or the FIFO) in `elapsed`.
+  void Record(size_t largest_message, bool cma, size_t bytes, std::chrono::nanoseconds elapsed);
+
+  // The protocol measured faster for the size class of `largest_message` (true: CMA); empty
+  // during the warm-up or under a fixed policy.
+  std::optional<bool> PrefersCma(size_t largest_message) const;
+
+  // The measured rate (bytes/s, best of the recent window) for the size class of
+  // `largest_message`; 0 before any.
+  double RateFor(size_t largest_message, bool cma) const;
+
+ private:
+  struct Protocol {
+    std::array<double, kWindow> recent{};  // bytes per second of the last kWindow operations
+    double rate = 0;                       // the best of `recent`
+    int64_t samples = 0;
+  };
+  struct SizeClass {
+    Protocol fifo;
+    Protocol cma;
+    uint64_t decisions = 0;
+  };
+  static constexpr int kClasses = 40;  // log2 of the message size
+  static int ClassOf(size_t bytes);
+
+  CmaPolicy policy_;
+  std::array<SizeClass, kClasses> classes_{};
+};
+
+}  // namespace retort::collectives::ucx

@@ -1,0 +1,107 @@
+// CmaChooser: the per-operation choice between single-copy reads and the shared-memory FIFO,
+// on made-up measurements.
+#include "collectives/ucx/cma_chooser.h"
+
+#include <gtest/gtest.h>
+
+namespace retort::collectives::ucx {
+namespace {
+
+using std::chrono::microseconds;
+
+constexpr size_t kOp = size_t{4} << 20;
+
+// Runs one operation: asks, then records `bytes` at the rate the chosen protocol has.
+bool RunOne(CmaChooser& chooser, double cma_gbps, double fifo_gbps, size_t op = kOp) {
+  const bool cma = chooser.UseCmaFor(op);
+  const double gbps = cma ? cma_gbps : fifo_gbps;
+  chooser.Record(op, cma, op, std::chrono::nanoseconds(static_cast<int64_t>(op / gbps)));
+  return cma;
+}
+
+TEST(CmaChooserTest, FixedPoliciesIgnoreMeasurements) {
+  CmaChooser always(CmaPolicy::kAlways);
+  CmaChooser never(CmaPolicy::kNever);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_TRUE(RunOne(always, 1, 10));
+    EXPECT_FALSE(RunOne(never, 10, 1));
+  }
+  EXPECT_EQ(always.RateFor(kOp, true), 0) << "a fixed policy keeps no measurements";
+}
+
+TEST(CmaChooserTest, WarmsUpOnBothThenUsesTheFasterAndExploresTheOther) {
+  CmaChooser chooser;
+  int cma = 0;
+  for (int i = 0; i < 2 * CmaChooser::kWarmup; ++i) cma += RunOne(chooser, 2, 6) ? 1 : 0;
+  EXPECT_EQ(cma, CmaChooser::kWarmup) << "the warm-up tries each protocol equally";
+  EXPECT_NEAR(chooser.RateFor(kOp, false), 6e9, 1e7);
+  EXPECT_NEAR(chooser.RateFor(kOp, true), 2e9, 1e7);
+  // Steady state: the FIFO, except one exploring operation every kExploreEvery.
+  cma = 0;
+  const int operations = 4 * CmaChooser::kExploreEvery;
+  for (int i = 0; i < operations; ++i) cma += RunOne(chooser, 2, 6) ? 1 : 0;
+  EXPECT_EQ(cma, operations / CmaChooser::kExploreEvery);
+}
+
+TEST(CmaChooserTest, FollowsTheHostWhenTheOtherProtocolBecomesFaster) {
+  CmaChooser chooser;
+  for (int i = 0; i < 2 * CmaChooser::kExploreEvery; ++i) RunOne(chooser, 2, 6);
+  EXPECT_GT(chooser.RateFor(kOp, false), chooser.RateFor(kOp, true));
+  // The host changes: the FIFO's hand-over slows from 6 to 1 GB/s; the explorations notice.
+  int cma_at_end = 0;
+  for (int i = 0; i < 20 * CmaChooser::kExploreEvery; ++i) {
+    const bool cma = RunOne(chooser, 2, 1);
+    if (i >= 19 * CmaChooser::kExploreEvery) cma_at_end += cma ? 1 : 0;
+  }
+  EXPECT_GE(cma_at_end, CmaChooser::kExploreEvery - 1)
+      << "after the change the chooser should be on CMA, exploring the FIFO rarely";
+}
+
+TEST(CmaChooserTest, ExplorationsFindTheUnusedProtocolGettingFaster) {
+  CmaChooser chooser;
+  for (int i = 0; i < 2 * CmaChooser::kExploreEvery; ++i) RunOne(chooser, 6, 2);
+  // Only the explorations see the FIFO now run at 12 GB/s.
+  int fifo_at_end = 0;
+  for (int i = 0; i < 10 * CmaChooser::kExploreEvery; ++i) {
+    const bool cma = RunOne(chooser, 6, 12);
+    if (i >= 9 * CmaChooser::kExploreEvery) fifo_at_end += cma ? 0 : 1;
+  }
+  EXPECT_GE(fifo_at_end, CmaChooser::kExploreEvery - 1);
+}
+
+TEST(CmaChooserTest, SizeClassesAreMeasuredApart) {
+  CmaChooser chooser;
+  const size_t small = size_t{256} << 10;
+  const size_t large = size_t{64} << 20;
+  for (int i = 0; i < 2 * CmaChooser::kExploreEvery; ++i) {
+    RunOne(chooser, 1, 5, small);  // small operations: the FIFO wins
+    RunOne(chooser, 9, 3, large);  // large ones: CMA wins
+  }
+  EXPECT_GT(chooser.RateFor(small, false), chooser.RateFor(small, true));
+  EXPECT_GT(chooser.RateFor(large, true), chooser.RateFor(large, false));
+  int small_cma = 0;
+  int large_cma = 0;
+  for (int i = 0; i < CmaChooser::kExploreEvery - 1; ++i) {
+    small_cma += RunOne(chooser, 1, 5, small) ? 1 : 0;
+    large_cma += RunOne(chooser, 9, 3, large) ? 1 : 0;
+  }
+  EXPECT_LE(small_cma, 1);
+  EXPECT_GE(large_cma, CmaChooser::kExploreEvery - 2);
+}
+
+TEST(CmaChooserTest, UnmeasuredSendsUseCmaUnlessThePolicyForbidsIt) {
+  EXPECT_TRUE(CmaChooser(CmaPolicy::kAdaptive).UseCmaUnmeasured());
+  EXPECT_TRUE(CmaChooser(CmaPolicy::kAlways).UseCmaUnmeasured());
+  EXPECT_FALSE(CmaChooser(CmaPolicy::kNever).UseCmaUnmeasured());
+}
+
+TEST(CmaChooserTest, EmptyOrInstantOperationsRecordNothing) {
+  CmaChooser chooser;
+  chooser.Record(kOp, true, 0, microseconds(5));
+  chooser.Record(kOp, false, kOp, std::chrono::nanoseconds(0));
+  EXPECT_EQ(chooser.RateFor(kOp, true), 0);
+  EXPECT_EQ(chooser.RateFor(kOp, false), 0);
+}
+
+}  // namespace
+}  // namespace retort::collectives::ucx
