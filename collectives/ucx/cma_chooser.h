@@ -10,8 +10,8 @@
 // of its last kWindow operations (an operation's time also holds waits for late peers and
 // descheduled vCPUs, which only ever add time, so the best recent one is the protocol's
 // cost), uses the faster and tries the other every kExploreEvery operations, so a change of
-// the host's state is noticed. The receiver accepts either (the protocol travels in the
-// wire tag), so the ranks never have to agree.
+// the host's state is noticed. The receiver
+// accepts either (the protocol travels in the wire tag), so the ranks never have to agree.
 //
 // Threading: one per transport, used on its executor thread only.
 #pragma once
@@ -30,32 +30,48 @@ enum class CmaPolicy {
   kNever,     // never through CMA (the receiver still accepts CMA from peers that send it)
 };
 
+// What an operation is, for the chooser: operations of one kind and size class are measured
+// together (an all-reduce moves more per byte of payload than an all-gather of the same size,
+// so mixing their rates would favour whichever protocol ran the cheaper kind).
+enum class OperationKind : uint8_t {
+  kReduceScatter,
+  kAllGather,
+  kAllReduce,
+  kBroadcast,
+  kAllToAll,
+  kBarrier,
+};
+
+// "reduce_scatter", "all_gather", ... (for logs).
+const char* OperationKindName(OperationKind kind);
+
 class CmaChooser {
  public:
-  static constexpr int kExploreEvery = 32;  // operations per size class between tries
+  static constexpr int kExploreEvery = 32;  // operations per kind and size class between tries
   static constexpr int kWarmup = 2;         // operations per protocol before choosing
   static constexpr int kWindow = 4;         // recent operations per protocol in its rate
 
   explicit CmaChooser(CmaPolicy policy = CmaPolicy::kAdaptive) : policy_(policy) {}
 
-  // Whether the operation about to send `largest_message` bytes as its largest same-host
-  // message should use CMA.
-  bool UseCmaFor(size_t largest_message);
+  // Whether the same-host sends of the operation about to start (`kind`, `operation_bytes` of
+  // payload) should use CMA.
+  bool UseCmaFor(OperationKind kind, size_t operation_bytes);
   // For a message outside any measured operation (a detached send: replicas, recovery state):
   // CMA unless the policy is kNever. Such sends are not timed, so they cannot be chosen by
   // measurement.
   bool UseCmaUnmeasured() const { return policy_ != CmaPolicy::kNever; }
-  // Records a finished operation that sent `bytes` in same-host messages of up to
-  // `largest_message` bytes through `cma` (or the FIFO) in `elapsed`.
-  void Record(size_t largest_message, bool cma, size_t bytes, std::chrono::nanoseconds elapsed);
+  // Records a finished operation that sent `same_host_bytes` through `cma` (or the FIFO) in
+  // `elapsed`.
+  void Record(OperationKind kind, size_t operation_bytes, bool cma, size_t same_host_bytes,
+              std::chrono::nanoseconds elapsed);
 
-  // The protocol measured faster for the size class of `largest_message` (true: CMA); empty
-  // during the warm-up or under a fixed policy.
-  std::optional<bool> PrefersCma(size_t largest_message) const;
+  // The protocol measured faster for operations like this one (true: CMA); empty during the
+  // warm-up or under a fixed policy.
+  std::optional<bool> PrefersCma(OperationKind kind, size_t operation_bytes) const;
 
-  // The measured rate (bytes/s, best of the recent window) for the size class of
-  // `largest_message`; 0 before any.
-  double RateFor(size_t largest_message, bool cma) const;
+  // The measured rate (bytes/s, best of the recent window) for operations like this one; 0
+  // before any.
+  double RateFor(OperationKind kind, size_t operation_bytes, bool cma) const;
 
  private:
   struct Protocol {
@@ -68,11 +84,14 @@ class CmaChooser {
     Protocol cma;
     uint64_t decisions = 0;
   };
-  static constexpr int kClasses = 40;  // log2 of the message size
+  static constexpr int kKinds = static_cast<int>(OperationKind::kBarrier) + 1;
+  static constexpr int kClasses = 40;  // log2 of the operation's payload
   static int ClassOf(size_t bytes);
+  SizeClass& ClassFor(OperationKind kind, size_t operation_bytes);
+  const SizeClass& ClassFor(OperationKind kind, size_t operation_bytes) const;
 
   CmaPolicy policy_;
-  std::array<SizeClass, kClasses> classes_{};
+  std::array<std::array<SizeClass, kClasses>, kKinds> classes_{};
 };
 
 }  // namespace retort::collectives::ucx

@@ -61,64 +61,65 @@ Deadline UcxCommunicator::DeadlineFor(const CollectiveOptions& options) const {
   return Deadline::After(options.timeout.value_or(options_.default_timeout));
 }
 
-WorkPtr UcxCommunicator::SubmitCollective(std::string description, size_t bytes,
+WorkPtr UcxCommunicator::SubmitCollective(OperationKind kind, size_t bytes,
                                           const CollectiveOptions& options,
                                           std::function<Status(const RingContext&)> algorithm) {
   const uint32_t sequence = next_sequence_++;
-  return executor_->Submit(std::move(description), DeadlineFor(options),
-                           [this, sequence, bytes, algorithm = std::move(algorithm)](Work& work) {
-                             transport_->BeginOperation(bytes);
-                             RingContext ctx;
-                             ctx.transport = transport_.get();
-                             ctx.sequence = sequence;
-                             ctx.chunk_bytes = options_.chunk_bytes;
-                             ctx.scratch = &scratch_;
-                             ctx.control =
-                                 WaitControl{work.deadline(), work.abort_flag(),
-                                             executor_->aborted_flag(), &watch_in_flight_};
-                             return algorithm(ctx);
-                           });
+  return executor_->Submit(
+      OperationKindName(kind), DeadlineFor(options),
+      [this, sequence, kind, bytes, algorithm = std::move(algorithm)](Work& work) {
+        transport_->BeginOperation(kind, bytes);
+        RingContext ctx;
+        ctx.transport = transport_.get();
+        ctx.sequence = sequence;
+        ctx.chunk_bytes = options_.chunk_bytes;
+        ctx.scratch = &scratch_;
+        ctx.control = WaitControl{work.deadline(), work.abort_flag(), executor_->aborted_flag(),
+                                  &watch_in_flight_};
+        return algorithm(ctx);
+      });
 }
 
 WorkPtr UcxCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
                                           const std::vector<size_t>& counts, ReduceOp op,
                                           const CollectiveOptions& options) {
-  return SubmitCollective("reduce_scatter", input.bytes(), options, [=](const RingContext& ctx) {
-    return RingReduceScatterV(ctx, input, output, counts, op);
-  });
+  return SubmitCollective(
+      OperationKind::kReduceScatter, input.bytes(), options,
+      [=](const RingContext& ctx) { return RingReduceScatterV(ctx, input, output, counts, op); });
 }
 
 WorkPtr UcxCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
                                       const std::vector<size_t>& counts,
                                       const CollectiveOptions& options) {
-  return SubmitCollective("all_gather", output.bytes(), options, [=](const RingContext& ctx) {
-    return RingAllGatherV(ctx, input, output, counts);
-  });
+  return SubmitCollective(
+      OperationKind::kAllGather, output.bytes(), options,
+      [=](const RingContext& ctx) { return RingAllGatherV(ctx, input, output, counts); });
 }
 
 WorkPtr UcxCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("all_reduce", data.bytes(), options,
+  return SubmitCollective(OperationKind::kAllReduce, data.bytes(), options,
                           [=](const RingContext& ctx) { return RingAllReduce(ctx, data, op); });
 }
 
 WorkPtr UcxCommunicator::DoBroadcast(MutableBuffer data, int root,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("broadcast", data.bytes(), options,
+  return SubmitCollective(OperationKind::kBroadcast, data.bytes(), options,
                           [=](const RingContext& ctx) { return ChainBroadcast(ctx, data, root); });
 }
 
 WorkPtr UcxCommunicator::DoBarrier(const CollectiveOptions& options) {
-  return SubmitCollective("barrier", 0, options,
+  return SubmitCollective(OperationKind::kBarrier, 0, options,
                           [](const RingContext& ctx) { return DisseminationBarrier(ctx); });
 }
 
 WorkPtr UcxCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
                                      MutableBuffer output, const std::vector<size_t>& recv_counts,
                                      const CollectiveOptions& options) {
-  return SubmitCollective("all_to_all_v", input.bytes(), options, [=](const RingContext& ctx) {
-    return DirectAllToAllV(ctx, input, send_counts, output, recv_counts);
-  });
+  return SubmitCollective(OperationKind::kAllToAll, input.bytes(), options,
+                          [=](const RingContext& ctx) {
+                            return DirectAllToAllV(ctx, input, send_counts, output, recv_counts);
+                          });
 }
 
 WorkPtr UcxCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,

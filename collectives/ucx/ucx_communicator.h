@@ -93,7 +93,7 @@ class UcxCommunicator final : public Communicator {
   UcxCommunicator(std::unique_ptr<UcxTransport> transport, const UcxCommunicatorOptions& options);
   Deadline DeadlineFor(const CollectiveOptions& options) const;
   // `bytes`: the operation's payload, by which the transport's CMA choice is measured.
-  WorkPtr SubmitCollective(std::string description, size_t bytes, const CollectiveOptions& options,
+  WorkPtr SubmitCollective(OperationKind kind, size_t bytes, const CollectiveOptions& options,
                            std::function<Status(const RingContext&)> algorithm);
   WorkPtr SubmitPointToPoint(std::string description, bool send, void* data, size_t bytes, int peer,
                              uint32_t tag, const CollectiveOptions& options,

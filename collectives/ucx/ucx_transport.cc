@@ -310,7 +310,8 @@ StatusOr<std::unique_ptr<UcxTransport::Request>> UcxTransport::Post(bool send, i
   return request;
 }
 
-void UcxTransport::BeginOperation(size_t bytes) {
+void UcxTransport::BeginOperation(OperationKind kind, size_t bytes) {
+  operation_kind_ = kind;
   operation_bytes_ = bytes;
   operation_start_ = SteadyClock::now();
   operation_cma_.reset();
@@ -319,7 +320,8 @@ void UcxTransport::BeginOperation(size_t bytes) {
 
 bool UcxTransport::ChooseCmaForOperationSend(int peer, size_t bytes) {
   if (!UseCma(peer, bytes)) return false;
-  if (!operation_cma_.has_value()) operation_cma_ = cma_chooser_.UseCmaFor(operation_bytes_);
+  if (!operation_cma_.has_value())
+    operation_cma_ = cma_chooser_.UseCmaFor(operation_kind_, operation_bytes_);
   operation_same_host_bytes_ += bytes;
   return *operation_cma_;
 }
@@ -506,16 +508,18 @@ Status UcxTransport::FinishOperation(Status status, const WaitControl& control) 
 }
 
 void UcxTransport::RecordOperationProtocol() {
-  const std::optional<bool> before = cma_chooser_.PrefersCma(operation_bytes_);
-  cma_chooser_.Record(operation_bytes_, *operation_cma_, operation_same_host_bytes_,
+  const OperationKind kind = operation_kind_;
+  const size_t bytes = operation_bytes_;
+  const std::optional<bool> before = cma_chooser_.PrefersCma(kind, bytes);
+  cma_chooser_.Record(kind, bytes, *operation_cma_, operation_same_host_bytes_,
                       SteadyClock::now() - operation_start_);
-  const std::optional<bool> after = cma_chooser_.PrefersCma(operation_bytes_);
+  const std::optional<bool> after = cma_chooser_.PrefersCma(kind, bytes);
   if (after.has_value() && after != before) {
-    LOG_DEBUG("ucx") << "rank " << rank_ << ": same-host sends of operations of "
-                     << operation_bytes_ << " bytes now go through "
+    LOG_DEBUG("ucx") << "rank " << rank_ << " of " << size_ << ": same-host sends of "
+                     << OperationKindName(kind) << "s of " << bytes << " bytes now go through "
                      << (*after ? "CMA" : "the FIFO") << " (CMA "
-                     << cma_chooser_.RateFor(operation_bytes_, true) / 1e9 << " GB/s, FIFO "
-                     << cma_chooser_.RateFor(operation_bytes_, false) / 1e9 << " GB/s)";
+                     << cma_chooser_.RateFor(kind, bytes, true) / 1e9 << " GB/s, FIFO "
+                     << cma_chooser_.RateFor(kind, bytes, false) / 1e9 << " GB/s)";
   }
 }
 

@@ -117,9 +117,10 @@ class UcxTransport final : public Transport {
   bool SetLandedCallback(RequestId request, std::function<void(size_t)> on_landed) override;
   Status Wait(RequestId request, const WaitControl& control) override;
   Status FinishOperation(Status status, const WaitControl& control) override;
-  // Starts an operation of `bytes` payload (the collective's buffer): its same-host sends
-  // share one CMA-or-FIFO choice, and its time to FinishOperation is measured for the next.
-  void BeginOperation(size_t bytes);
+  // Starts an operation of `kind` with `bytes` of payload (the collective's buffer): its
+  // same-host sends share one CMA-or-FIFO choice, and its time to FinishOperation is measured
+  // for the next of its kind and size.
+  void BeginOperation(OperationKind kind, size_t bytes);
 
   // Requests outside operations: posted, then polled until they report a final status.
   StatusOr<std::unique_ptr<Request>> PostDetachedSend(int peer, MessageTag tag, const void* data,
@@ -248,6 +249,7 @@ class UcxTransport final : public Transport {
   // The current operation, for cma_chooser_: its payload and start (BeginOperation), the
   // protocol its same-host sends use (decided at the first) and their bytes.
   CmaChooser cma_chooser_;
+  OperationKind operation_kind_ = OperationKind::kBarrier;
   size_t operation_bytes_ = 0;
   SteadyClock::time_point operation_start_;
   std::optional<bool> operation_cma_;
