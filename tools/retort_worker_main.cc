@@ -22,6 +22,7 @@
 #include "worker/worker_agent.h"
 #include "worker/worker_metrics.h"
 #if RETORT_WORKER_WITH_TRAINER
+#include "collectives/ucx/cma_chooser.h"
 #include "trainer/cpu_runtime.h"
 #include "trainer/device.h"
 #include "worker/training_session.h"
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   args.AddString("token-file", &security.token_file,
                  "file holding the worker role's bearer token, sent with every call");
   bool emulate_device_data_plane = false;
+  std::string cma_policy = "adaptive";
   args.AddString("node", &node, "node name; workers on one node get consecutive ranks");
   args.AddInt("local-rank", &local_rank, "index of this worker on its node");
   args.AddString("data-address", &data_address,
@@ -117,6 +119,10 @@ int main(int argc, char** argv) {
                  "training device: auto (cuda:<local-rank> when a GPU is visible, else cpu), "
                  "cpu, cuda (cuda:<local-rank>) or cuda:N");
   args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
+  args.AddString("cma-policy", &cma_policy,
+                 "large data-plane messages to workers on this host: adaptive (measure single-copy "
+                 "reads against the shared-memory FIFO per operation), always (single-copy) or "
+                 "never (FIFO)");
   args.AddBool("emulate-device-data-plane", &emulate_device_data_plane,
                "testing: on --device cpu, build the data plane GPU workers use (NCCL's place "
                "taken by UCX, host memory standing in for device memory)");
@@ -229,8 +235,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "retort-worker: --device: %s\n", resolved.status().message().c_str());
       return 2;
     }
+    auto policy = collectives::ucx::ParseCmaPolicy(cma_policy);
+    if (!policy.ok()) {
+      std::fprintf(stderr, "retort-worker: --cma-policy: %s\n", policy.status().message().c_str());
+      return 2;
+    }
     worker::TrainingOptions topts;
     topts.device = *resolved;
+    topts.cma_policy = *policy;
     topts.threads = threads;
     topts.comm_timeout_ms = comm_timeout_ms;
     topts.default_output_dir = output_dir;

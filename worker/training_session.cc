@@ -245,6 +245,7 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   dp.ucx.bootstrap_timeout = std::chrono::milliseconds(options_.comm_timeout_ms);
   dp.ucx.cancelled = [this, number = g.number()] { return Superseded(number); };
   dp.ucx.ucx.net_devices = options_.data_plane_devices;
+  dp.ucx.ucx.cma_policy = options_.cma_policy;
   auto t0 = Clock::now();
   RETORT_ASSIGN_OR_RETURN(DataPlane plane, CreateDataPlane(&store, g, a.rank, dp));
   comm_ = std::move(plane.comm);

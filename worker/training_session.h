@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "collectives/communicator.h"
+#include "collectives/ucx/cma_chooser.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/data/loader.h"
@@ -60,6 +61,8 @@ struct TrainingOptions {
   // Build the GPU data plane with host memory standing in for the device (worker/data_plane.h)
   // when training on the CPU: tests of the GPU compositions on machines without a GPU.
   bool emulate_device_data_plane = false;
+  // How large messages to workers on this host travel (collectives/ucx/cma_chooser.h).
+  collectives::ucx::CmaPolicy cma_policy = collectives::ucx::CmaPolicy::kAdaptive;
   // Test fault injection (pause_points.h); borrowed, outlives the session; may be null.
   PausePoints* pause_points = nullptr;
   // The training device, resolved ("cpu" or "cuda:N": trainer/device.h).

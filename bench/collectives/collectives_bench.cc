@@ -121,9 +121,7 @@ int RunRank(const BenchOptions& o, int rank) {
     options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
   }
   if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
-  options.ucx.cma_policy = o.cma_policy == "always"  ? ucx::CmaPolicy::kAlways
-                           : o.cma_policy == "never" ? ucx::CmaPolicy::kNever
-                                                     : ucx::CmaPolicy::kAdaptive;
+  options.ucx.cma_policy = *ucx::ParseCmaPolicy(o.cma_policy);  // checked in main
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   const bool device = o.backend == "hierarchical-device";
@@ -233,9 +231,8 @@ int main(int argc, char** argv) {
                    "bootstrap directory shared by the ranks (with --rank; default: a new one)");
   parser.AddLogLevel("warning");
   if (auto code = parser.ParseOrExitCode(argc, argv, "collectives_bench")) return *code;
-  if (o.cma_policy != "adaptive" && o.cma_policy != "always" && o.cma_policy != "never") {
-    std::cerr << "collectives_bench: --cma-policy=" << o.cma_policy
-              << " is not one of adaptive, always, never\n";
+  if (auto policy = retort::collectives::ucx::ParseCmaPolicy(o.cma_policy); !policy.ok()) {
+    std::cerr << "collectives_bench: --cma-policy: " << policy.status().message() << "\n";
     return 2;
   }
   if (o.rank >= 0) {

@@ -5,6 +5,13 @@
 
 namespace retort::collectives::ucx {
 
+StatusOr<CmaPolicy> ParseCmaPolicy(const std::string& text) {
+  if (text == "adaptive") return CmaPolicy::kAdaptive;
+  if (text == "always") return CmaPolicy::kAlways;
+  if (text == "never") return CmaPolicy::kNever;
+  return InvalidArgumentError("CMA policy '" + text + "' is not one of adaptive, always, never");
+}
+
 const char* OperationKindName(OperationKind kind) {
   switch (kind) {
     case OperationKind::kReduceScatter:

@@ -21,6 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+
+#include "common/status.h"
 
 namespace retort::collectives::ucx {
 
@@ -29,6 +32,10 @@ enum class CmaPolicy {
   kAlways,    // every message at or above the threshold through CMA
   kNever,     // never through CMA (the receiver still accepts CMA from peers that send it)
 };
+
+// "adaptive" | "always" | "never" (the flags' spelling: collectives_bench and retort-worker
+// --cma-policy); INVALID_ARGUMENT naming the choices otherwise.
+StatusOr<CmaPolicy> ParseCmaPolicy(const std::string& text);
 
 // What an operation is, for the chooser: operations of one kind and size class are measured
 // together (an all-reduce moves more per byte of payload than an all-gather of the same size,

@@ -109,6 +109,17 @@ TEST(CmaChooserTest, OperationKindsAreMeasuredApart) {
       << "a kind never run has no measurements";
 }
 
+TEST(CmaChooserTest, PoliciesParseFromTheirFlagSpelling) {
+  EXPECT_EQ(*ParseCmaPolicy("adaptive"), CmaPolicy::kAdaptive);
+  EXPECT_EQ(*ParseCmaPolicy("always"), CmaPolicy::kAlways);
+  EXPECT_EQ(*ParseCmaPolicy("never"), CmaPolicy::kNever);
+  const auto bad = ParseCmaPolicy("sometimes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'sometimes'"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("adaptive, always, never"), std::string::npos);
+}
+
 TEST(CmaChooserTest, UnmeasuredSendsUseCmaUnlessThePolicyForbidsIt) {
   EXPECT_TRUE(CmaChooser(CmaPolicy::kAdaptive).UseCmaUnmeasured());
   EXPECT_TRUE(CmaChooser(CmaPolicy::kAlways).UseCmaUnmeasured());

@@ -283,6 +283,15 @@ TEST_F(MultiProcessTest, BinariesRejectBadFlagsAndPrintHelp) {
                                 &out, milliseconds(5000)),
             2);
   EXPECT_NE(out.find("203.0.113.77"), std::string::npos) << out;
+#if RETORT_WORKER_WITH_TRAINER
+  // An unknown same-host protocol policy is a usage error naming the choices.
+  EXPECT_EQ(testing::RunCommand({BinaryPath("tools/retort-worker"), "--coordinator=" + address_,
+                                 "--cma-policy=sometimes", "--join-timeout-ms=1000"},
+                                &out, milliseconds(5000)),
+            2);
+  EXPECT_NE(out.find("--cma-policy"), std::string::npos) << out;
+  EXPECT_NE(out.find("adaptive, always, never"), std::string::npos) << out;
+#endif
 }
 
 }  // namespace
