@@ -6,9 +6,10 @@
 # figures show the cost of the staging copies (memcpy here) on the same machine. OpenMPI:
 # MPI_Allreduce / MPI_Reduce_scatter_block over the same 4 processes. Three more retort columns
 # (retort-hier-fifo, retort-hier-cma, retort-hier-spin: variants below) set the adaptive
-# protocol choice and the CPU-sharing detection against fixed alternatives in the same run. Sizes 1-64 MiB, repeated
-# in alternating rounds so every implementation sees the same load; JSON lines to
-# $OUT (default bench/collectives/hierarchical_results.jsonl), median busbw table to stdout.
+# protocol choice and the CPU-sharing detection against fixed alternatives in the same run.
+# Sizes 1-64 MiB, repeated in alternating rounds so every implementation sees the same load;
+# JSON lines to $OUT (default bench/collectives/hierarchical_results.jsonl), median busbw
+# table to stdout.
 # Usage: bench/collectives/run_hierarchical_bench.sh [build_dir]   (env: ROUNDS, OUT)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -67,8 +67,11 @@ void CmaChooser::Record(OperationKind kind, size_t operation_bytes, bool cma,
       static_cast<double>(same_host_bytes) * 1e9 / static_cast<double>(elapsed.count());
   p.recent[p.samples % kWindow] = rate;
   ++p.samples;
-  p.rate =
-      *std::max_element(p.recent.begin(), p.recent.begin() + std::min<int64_t>(p.samples, kWindow));
+}
+
+double CmaChooser::Protocol::Rate() const {
+  if (samples == 0) return 0;
+  return *std::max_element(recent.begin(), recent.begin() + std::min<int64_t>(samples, kWindow));
 }
 
 std::optional<bool> CmaChooser::PrefersCma(OperationKind kind, size_t operation_bytes) const {
@@ -76,12 +79,12 @@ std::optional<bool> CmaChooser::PrefersCma(OperationKind kind, size_t operation_
   if (policy_ != CmaPolicy::kAdaptive || c.cma.samples < kWarmup || c.fifo.samples < kWarmup) {
     return std::nullopt;
   }
-  return c.cma.rate >= c.fifo.rate;
+  return c.cma.Rate() >= c.fifo.Rate();
 }
 
 double CmaChooser::RateFor(OperationKind kind, size_t operation_bytes, bool cma) const {
   const SizeClass& c = ClassFor(kind, operation_bytes);
-  return cma ? c.cma.rate : c.fifo.rate;
+  return cma ? c.cma.Rate() : c.fifo.Rate();
 }
 
 }  // namespace retort::collectives::ucx

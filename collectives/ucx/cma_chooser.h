@@ -10,8 +10,8 @@
 // of its last kWindow operations (an operation's time also holds waits for late peers and
 // descheduled vCPUs, which only ever add time, so the best recent one is the protocol's
 // cost), uses the faster and tries the other every kExploreEvery operations, so a change of
-// the host's state is noticed. The receiver
-// accepts either (the protocol travels in the wire tag), so the ranks never have to agree.
+// the host's state is noticed. The receiver accepts either (the protocol travels in the wire
+// tag), so the ranks never have to agree.
 //
 // Threading: one per transport, used on its executor thread only.
 #pragma once
@@ -83,8 +83,8 @@ class CmaChooser {
  private:
   struct Protocol {
     std::array<double, kWindow> recent{};  // bytes per second of the last kWindow operations
-    double rate = 0;                       // the best of `recent`
     int64_t samples = 0;
+    double Rate() const;  // the best of `recent`; 0 before any
   };
   struct SizeClass {
     Protocol fifo;
