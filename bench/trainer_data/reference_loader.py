@@ -6,7 +6,8 @@ on tensors, normalised with (0.2860, 0.3530) -- what torchvision's RandomCrop/Ra
 ToTensor/Normalize compose does. ImageFolder: libjpeg-turbo through ctypes (full-size decode, as
 PIL does in torchvision's ImageFolder), torchvision's RandomResizedCrop parameters, antialiased bilinear
 resize with F.interpolate (PIL's filter), flip, ImageNet normalisation. torchvision/PIL are not installed here, so the
-decode goes through the same C library the C++ loader uses. Prints one JSON line.
+decode goes through the same C library the C++ loader uses (--decoder pil: Pillow, where installed).
+Prints one JSON line.
 """
 import argparse
 import ctypes
@@ -93,7 +94,7 @@ def random_resized_crop_params(rng, width, height, scale=(0.08, 1.0), ratio=(3 /
 
 
 class JpegFolder(Dataset):
-    def __init__(self, root, image_size, augment):
+    def __init__(self, root, image_size, augment, decoder="turbojpeg"):
         classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
         self.files = []
         for label, c in enumerate(classes):
@@ -101,17 +102,23 @@ class JpegFolder(Dataset):
                 self.files.append((os.path.join(root, c, f), label))
         self.image_size = image_size
         self.augment = augment
+        self.decoder_name = decoder
         self.decoder = None  # created in the worker process
 
     def __len__(self):
         return len(self.files)
 
     def __getitem__(self, i):
-        if self.decoder is None:
-            self.decoder = TurboJpeg()
         path, label = self.files[i]
-        with open(path, "rb") as f:
-            rgb = self.decoder.decode(f.read())
+        if self.decoder_name == "pil":
+            from PIL import Image  # what torchvision's ImageFolder decodes with
+            with Image.open(path) as image:
+                rgb = np.array(image.convert("RGB"))
+        else:
+            if self.decoder is None:
+                self.decoder = TurboJpeg()
+            with open(path, "rb") as f:
+                rgb = self.decoder.decode(f.read())
         h, w = rgb.shape[:2]
         rng = random.Random(i * 1000003 + 1)
         if self.augment:
@@ -138,12 +145,14 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--no-augment", dest="augment", action="store_false")
+    p.add_argument("--decoder", default="turbojpeg", choices=["turbojpeg", "pil"],
+                   help="JPEG decoder of the ImageFolder pipeline (pil needs Pillow)")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.dataset == "fashion_mnist":
         ds = FashionMnist(a.root, a.augment)
     else:
-        ds = JpegFolder(a.root, a.image_size, a.augment)
+        ds = JpegFolder(a.root, a.image_size, a.augment, a.decoder)
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.threads, prefetch_factor=a.depth,
                         persistent_workers=True, drop_last=True, generator=torch.Generator().manual_seed(1))
 
@@ -165,6 +174,7 @@ def main():
         images += x.shape[0]
     seconds = time.perf_counter() - start
     print(json.dumps({"bench": "trainer_data_loader", "impl": "torch_dataloader", "dataset": a.dataset,
+                      "decoder": a.decoder if a.dataset == "image_folder" else None,
                       "threads": a.threads, "depth": a.depth, "batch": a.batch, "steps": a.steps,
                       "image_size": a.image_size, "augment": a.augment, "images": images,
                       "seconds": round(seconds, 4), "images_per_s": round(images / seconds, 1),

@@ -2,7 +2,9 @@
 # JPEG input on a GPU (scripts/gpu-check runs it): an ImageNet-like folder (500x375, quality 90,
 # made by trainer_data_bench), batch 256 at 224x224, images/s delivered as ready batches for
 # retort with GPU decoding (nvJPEG, 4 decode threads) and with CPU decoding at 4 / 8 / 16
-# threads, and a PyTorch DataLoader (PIL) at 8 workers, in one run. Prints one JSON object.
+# threads, a PyTorch DataLoader (PIL) at 8 workers, and torchvision's nvJPEG decode
+# (decode_jpeg on the GPU, 4 reader workers) with its GPU transforms, in one run. Prints one JSON
+# object.
 # Usage: bench/trainer_data/run_gpu_decode_bench.sh BUILD_DIR [PYTHON]
 set -euo pipefail
 build=${1:?usage: run_gpu_decode_bench.sh BUILD_DIR [PYTHON]}
@@ -20,7 +22,9 @@ for threads in 4 8 16; do
   lines+=("$("$bench" "${common[@]}" --threads "$threads")")
 done
 lines+=("$("$python" "$here/reference_loader.py" --dataset image_folder --root "$folder" \
-  --batch 256 --threads 8 --steps "${STEPS:-12}")")
+  --batch 256 --threads 8 --steps "${STEPS:-12}" --decoder pil)")
+lines+=("$("$python" "$here/reference_gpu_decode.py" --root "$folder" --batch 256 --threads 4 \
+  --steps "${STEPS:-12}" --device "${DEVICE:-cuda}")")
 printf '%s\n' "${lines[@]}" | "$python" -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
