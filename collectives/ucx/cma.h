@@ -30,6 +30,12 @@ struct CmaIdentity {
 constexpr uint64_t kCmaProbeValue = 0x72657472746f6d61ULL;
 
 CmaIdentity LocalCmaIdentity();
+// Lets processes of the same user read this process's memory where the Yama security module
+// restricts that to ancestors (kernel.yama.ptrace_scope = 1, Ubuntu's default), as MPI
+// libraries do for their single-copy transports: a process that may send through CMA calls it.
+// Other users stay shut out (the kernel's same-user rule), as does everyone under scope 2 or
+// 3, where CMA stays off and messages take the FIFO. Without Yama it changes nothing.
+void AllowSameUserPeersToReadMemory();
 // True when this process may read `peer`'s memory (same host boot and PID namespace, and a
 // read of the peer's probe word returns kCmaProbeValue).
 bool CanReadPeerMemory(const CmaIdentity& local, const CmaIdentity& peer);

@@ -75,7 +75,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
   t->sleep_quantum_ = options.sleep_quantum;
   t->cma_min_bytes_ = options.cma_min_bytes;
   t->cma_chooser_ = CmaChooser(options.cma_policy);
-  if (t->cma_min_bytes_ > 0) t->local_cma_ = LocalCmaIdentity();
+  if (t->cma_min_bytes_ > 0) {
+    t->local_cma_ = LocalCmaIdentity();
+    if (options.cma_policy != CmaPolicy::kNever) AllowSameUserPeersToReadMemory();
+  }
   RETORT_ASSIGN_OR_RETURN(t->nonce_, RandomNonce());
   t->wire_key_ = t->nonce_;
   RETORT_ASSIGN_OR_RETURN(t->context_, CreateUcpContext(context_options));
