@@ -130,7 +130,9 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   o.optimizer.min_lr = opt.min_lr();
   o.optimizer.max_grad_norm = opt.clip_grad_norm();
   o.optimizer.decay_all_parameters = opt.decay_all_parameters();
+  // One switch for both halves: a float32 job is fp32 end to end on a GPU too.
   o.teacher_bf16_on_cuda = job.precision() == "bfloat16";
+  o.student_bf16_on_cuda = o.teacher_bf16_on_cuda;
   return o;
 }
 
