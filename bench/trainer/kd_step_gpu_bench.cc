@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     std::cerr << "kd_step_gpu_bench: --decode must be gpu or cpu, got '" << decode << "'\n";
     return 2;
   }
-  const torch::Device device(device_name);
+  torch::Device device(device_name);
+  if (device.is_cuda() && !device.has_index()) device.set_index(0);  // "cuda" means cuda:0
   // --device cpu runs the same code paths on the CPU (a smoke test of the program: no MFU, no
   // peak memory).
   const bool on_cuda = device.is_cuda();

@@ -53,6 +53,12 @@ struct LoaderOptions {
   // there (Dataset::GetOnDevice, one DeviceDecoder per decode thread: nvJPEG for image
   // folders, CPU decoding and an upload otherwise). Needs a CUDA-enabled LibTorch and the
   // device: Create() returns FailedPrecondition otherwise. -1: host memory.
+  // Streams: a batch is finished (its decoders synchronised their own streams) when Next()
+  // returns it, so work on any stream may read it. Its memory comes from PyTorch's allocator on
+  // the consumer's current stream and is written on the decoders' streams, which do not wait
+  // for that stream: a consumer must have finished its work on a batch before dropping it, or
+  // a later batch may be decoded into memory a pending kernel still reads. KdStep does (each
+  // step ends with a host read of its loss).
   int decode_device = -1;
   // Makes each decode thread's DeviceDecoder. Empty: nvJPEG on decode_device. Tests pass a
   // host-memory decoder with decode_device -1: the device path with batches in host memory.

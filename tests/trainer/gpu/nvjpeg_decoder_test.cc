@@ -209,7 +209,8 @@ TEST_F(NvjpegDecoderTest, CorruptAndGrayscaleJpegsTakeTheCpuPath) {
   EXPECT_TRUE(ds->GetOnDevice(0, 3, device.data_ptr<float>(), &label, *decoder_, &scratch).ok());
   Status corrupt = ds->GetOnDevice(1, 3, device.data_ptr<float>(), &label, *decoder_, &scratch);
   EXPECT_EQ(corrupt.code(), StatusCode::kDataLoss) << corrupt;
-  EXPECT_EQ(ds->cpu_fallbacks(), 2);
+  // The grayscale JPEG only: the bad header fails while its header is read, before any decoder.
+  EXPECT_EQ(ds->cpu_fallbacks(), 1);
 }
 
 TEST_F(NvjpegDecoderTest, TenThousandDecodesLeaveDeviceMemoryFlat) {

@@ -22,6 +22,8 @@ int Blocks(long long n) { return static_cast<int>((n + kThreads - 1) / kThreads)
 }  // namespace
 
 cudaError_t LaunchCropResizeNormalize(const ResampleLaunch& l, cudaStream_t stream) {
+  // Clear an error an earlier call on this thread left, so the one returned is these launches'.
+  (void)cudaGetLastError();
   const long long horizontal = HorizontalPassSize(l);
   if (horizontal > 0) HorizontalPass<<<Blocks(horizontal), kThreads, 0, stream>>>(l);
   const long long vertical = VerticalPassSize(l);
