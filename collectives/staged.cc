@@ -380,7 +380,9 @@ bool StagedCommunicator::PollInFlight() {
       continue;
     }
     if (status.ok() && f.land_in != nullptr && f.land_bytes > 0) {
-      status = copier_->CopyToDevice(f.land_in, f.staging.get(), f.land_bytes);
+      // After what the caller queued on that buffer before the receive: it may still read it.
+      status = copier_->OrderAfterCaller();
+      if (status.ok()) status = copier_->CopyToDevice(f.land_in, f.staging.get(), f.land_bytes);
       if (status.ok()) {
         auto mark = copier_->MarkIssued();
         status = mark.ok() ? copier_->Wait(*mark, f.work->deadline(), {}) : mark.status();

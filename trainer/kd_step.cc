@@ -117,14 +117,23 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   }
   step->student_->SetTraining(true);
   step->student_has_buffers_ = ModelBufferWords(*step->student_) > 0;
-  RETORT_ASSIGN_OR_RETURN(step->flat_, FlatParameters::Create(*step->student_));
-  RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
-  step->plan_ = plan;
-  RETORT_ASSIGN_OR_RETURN(
-      step->reducer_, GradReducer::Create(step->flat_.get(), comm, plan, options.bucket_elements,
-                                          step->StagesThroughHost()));
-  step->optimizer_ = step->MakeOptimizer(plan.ranges[comm->rank()]);
-  step->scalars_ = torch::zeros({2}, step->flat_->params().options());
+  // The flat parameters and gradients, the reducer's buffer and the optimizer's moments: about
+  // four times the student's parameters more on the device.
+  try {
+    RETORT_ASSIGN_OR_RETURN(step->flat_, FlatParameters::Create(*step->student_));
+    RETORT_RETURN_IF_ERROR(ValidateShardPlan(plan, step->flat_->numel(), comm->world_size()));
+    step->plan_ = plan;
+    RETORT_ASSIGN_OR_RETURN(
+        step->reducer_, GradReducer::Create(step->flat_.get(), comm, plan, options.bucket_elements,
+                                            step->StagesThroughHost()));
+    step->optimizer_ = step->MakeOptimizer(plan.ranges[comm->rank()]);
+    step->scalars_ = torch::zeros({2}, step->flat_->params().options());
+  } catch (const c10::Error& e) {
+    return ResourceExhaustedError(
+        "KdStep: the student's flat parameters, gradients and optimizer state (" +
+        std::to_string(FlatParameterCount(*step->student_)) + " parameters) do not fit on " +
+        options.device.str() + ": " + e.what_without_backtrace());
+  }
   return step;
 }
 
@@ -275,63 +284,78 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     }
   }
 
-  double exposed = 0;
-  RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed));
-  timing.comm_exposed += exposed;
-  if (student_has_buffers_) {
-    // Every rank leaves the step (and enters the next forward) with rank 0's buffers.
-    auto t_buffers = Clock::now();
-    RETORT_RETURN_IF_ERROR(BroadcastModelBuffers(*student_, *comm_, deadline));
-    timing.comm_exposed += SecondsSince(t_buffers);
-  }
+  // From here the step runs kernels whose failures may surface later, at a staging copy or the
+  // host read below: on a GPU such an error is the device's (the CUDA context may be unusable),
+  // not the batch's.
+  try {
+    double exposed = 0;
+    RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed));
+    timing.comm_exposed += exposed;
+    if (student_has_buffers_) {
+      // Every rank leaves the step (and enters the next forward) with rank 0's buffers.
+      auto t_buffers = Clock::now();
+      RETORT_RETURN_IF_ERROR(BroadcastModelBuffers(*student_, *comm_, deadline));
+      timing.comm_exposed += SecondsSince(t_buffers);
+    }
 
-  auto t0 = Clock::now();
-  {
-    torch::NoGradGuard no_grad;
-    const torch::Tensor& grad = reducer_->reduced();
-    scalars_[0] = grad.numel() > 0 ? grad.square().sum() : torch::zeros({}, grad.options());
-    if (weighted_loss.defined())
-      scalars_[1] = weighted_loss;
-    else
-      scalars_[1] = 0.0;
-  }
-  double local_opt = SecondsSince(t0);
-  t0 = Clock::now();
-  RETORT_RETURN_IF_ERROR(AllReduceScalars(deadline));
-  timing.comm_exposed += SecondsSince(t0);
+    auto t0 = Clock::now();
+    {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor& grad = reducer_->reduced();
+      scalars_[0] = grad.numel() > 0 ? grad.square().sum() : torch::zeros({}, grad.options());
+      if (weighted_loss.defined())
+        scalars_[1] = weighted_loss;
+      else
+        scalars_[1] = 0.0;
+    }
+    double local_opt = SecondsSince(t0);
+    t0 = Clock::now();
+    RETORT_RETURN_IF_ERROR(AllReduceScalars(deadline));
+    timing.comm_exposed += SecondsSince(t0);
 
-  // Clipping and skipping are decided where the scalars live (no host sync before the update):
-  // a non-finite norm makes the optimizer a no-op on every rank, and the parameters gathered
-  // below are then the unchanged ones.
-  t0 = Clock::now();
-  const UpdateScalars update =
-      ClipAndSkipScalars(scalars_.narrow(0, 0, 1), options_.optimizer.max_grad_norm);
-  const double lr = LearningRateAt(options_.optimizer, optimizer_->step() + 1);
-  optimizer_->Update(reducer_->reduced(), update);
-  local_opt += SecondsSince(t0);
-  t0 = Clock::now();
-  RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
-  timing.comm_exposed += SecondsSince(t0);
+    // Clipping and skipping are decided where the scalars live (no host sync before the update):
+    // a non-finite norm makes the optimizer a no-op on every rank, and the parameters gathered
+    // below are then the unchanged ones.
+    t0 = Clock::now();
+    const UpdateScalars update =
+        ClipAndSkipScalars(scalars_.narrow(0, 0, 1), options_.optimizer.max_grad_norm);
+    const double lr = LearningRateAt(options_.optimizer, optimizer_->step() + 1);
+    optimizer_->Update(reducer_->reduced(), update);
+    local_opt += SecondsSince(t0);
+    t0 = Clock::now();
+    RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
+    timing.comm_exposed += SecondsSince(t0);
 
-  // The step's one host read: the global squared norm and loss.
-  t0 = Clock::now();
-  const auto sums = scalars_.to(torch::kCPU);
-  const float* host = sums.data_ptr<float>();
-  result.loss = host[1];
-  result.grad_norm = std::sqrt(static_cast<double>(host[0]));
-  if (!std::isfinite(result.grad_norm)) {
-    optimizer_->ForgetSkippedUpdate();
-    result.skipped = true;
-    timing.skipped = true;
-    ++skipped_steps_;
-  } else {
-    result.lr = lr;
+    // The step's one host read: the global squared norm and loss.
+    t0 = Clock::now();
+    const auto sums = scalars_.to(torch::kCPU);
+    const float* host = sums.data_ptr<float>();
+    result.loss = host[1];
+    result.grad_norm = std::sqrt(static_cast<double>(host[0]));
+    if (!std::isfinite(result.grad_norm)) {
+      optimizer_->ForgetSkippedUpdate();
+      result.skipped = true;
+      timing.skipped = true;
+      ++skipped_steps_;
+    } else {
+      result.lr = lr;
+    }
+    local_opt += SecondsSince(t0);
+    timing.optimizer = local_opt;
+    result.step = optimizer_->step();
+    timing.total = data_wait_seconds + SecondsSince(step_start);
+    return result;
+  } catch (const c10::OutOfMemoryError& e) {
+    return ResourceExhaustedError("step " + std::to_string(batch.step) + ": out of memory on " +
+                                  device.str() +
+                                  " after the backward pass: " + e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    if (device.is_cuda())
+      return InternalError("step " + std::to_string(batch.step) + ": device error on " +
+                           device.str() + ": " + e.what_without_backtrace());
+    return InvalidArgumentError("step " + std::to_string(batch.step) + ": " +
+                                e.what_without_backtrace());
   }
-  local_opt += SecondsSince(t0);
-  timing.optimizer = local_opt;
-  result.step = optimizer_->step();
-  timing.total = data_wait_seconds + SecondsSince(step_start);
-  return result;
 }
 
 Status KdStep::AllReduceScalars(Deadline deadline) {

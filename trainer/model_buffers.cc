@@ -55,8 +55,16 @@ Status UnpackModelBuffers(const float* blob, int64_t words, Model& model) {
 Status BroadcastModelBuffers(Model& model, ShardComm& comm, Deadline deadline) {
   const int64_t words = ModelBufferWords(model);
   if (words == 0) return Status::Ok();
-  torch::Tensor all = torch::empty({words}, torch::kFloat);
-  torch::Tensor mine = comm.rank() == 0 ? PackModelBuffers(model) : torch::Tensor();
+  // A communicator that takes device memory (NCCL) gets the blob on the model's device.
+  torch::Device device(torch::kCPU);
+  if (comm.TakesDeviceMemory()) {
+    for (auto& [name, t] : model.NamedBuffers()) {
+      device = t.device();
+      break;
+    }
+  }
+  torch::Tensor all = torch::empty({words}, torch::TensorOptions(torch::kFloat).device(device));
+  torch::Tensor mine = comm.rank() == 0 ? PackModelBuffers(model).to(device) : torch::Tensor();
   std::vector<int64_t> counts(comm.world_size(), 0);
   counts[0] = words;
   RETORT_RETURN_IF_ERROR(comm.AllGatherV(mine.defined() ? mine.data_ptr<float>() : nullptr,
@@ -64,7 +72,8 @@ Status BroadcastModelBuffers(Model& model, ShardComm& comm, Deadline deadline) {
                              ->Wait(deadline)
                              .WithContext("model-buffer broadcast"));
   if (comm.rank() == 0) return Status::Ok();
-  return UnpackModelBuffers(all.data_ptr<float>(), words, model);
+  const torch::Tensor host = all.cpu();
+  return UnpackModelBuffers(host.data_ptr<float>(), words, model);
 }
 
 }  // namespace retort::trainer

@@ -32,7 +32,10 @@ StatusOr<std::shared_ptr<char>> CudaCopier::AllocateStaging(size_t bytes) {
   return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
 }
 
+// Every entry point selects the copier's device first: the executor threads that call them
+// start on device 0, and an event or copy on another device's stream fails or orders nothing.
 Status CudaCopier::OrderAfterCaller() {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   CUDA_CHECK(cudaEventRecord(caller_ready_.get(), caller_),
              "cuda copier: recording the caller's stream");
   CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
@@ -41,18 +44,21 @@ Status CudaCopier::OrderAfterCaller() {
 }
 
 Status CudaCopier::CopyToHost(void* host, const void* device, size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_.get()),
              "cuda copier: copying " + std::to_string(bytes) + " bytes to host staging");
   return Status::Ok();
 }
 
 Status CudaCopier::CopyToDevice(void* device, const void* host, size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cuda copier: copying " + std::to_string(bytes) + " bytes to the device");
   return Status::Ok();
 }
 
 StatusOr<DeviceCopier::Mark> CudaCopier::MarkIssued() {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   CudaEvent event;
   if (!spare_.empty()) {
     event = std::move(spare_.back());
@@ -96,6 +102,7 @@ StatusOr<std::shared_ptr<char>> CudaScratch::Allocate(size_t bytes) {
 }
 
 Status CudaScratch::Copy(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy),
              "cuda scratch: copying " + std::to_string(bytes) + " bytes on the device");
   CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy), "cuda scratch: waiting for a device copy");

@@ -51,6 +51,19 @@ Status AwaitComm(ncclComm_t comm, Deadline deadline, const std::string& what,
       deadline, cancelled, cancelled_error, what);
 }
 
+// Runs `calls` between ncclGroupStart and ncclGroupEnd and closes the group whatever `calls`
+// returns: NCCL's group depth is per thread, and a group left open would defer every later
+// NCCL call of this thread, the next generation's communicator set-up included.
+Status Grouped(const std::function<Status()>& calls) {
+  NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
+  Status body = calls();
+  const ncclResult_t ended = ncclGroupEnd();
+  RETORT_RETURN_IF_ERROR(body);
+  if (ended != ncclSuccess && ended != ncclInProgress)
+    return NcclError(ended, "ncclGroupEnd", __FILE__, __LINE__);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status NcclError(ncclResult_t result, const std::string& what, const char* file, int line) {
@@ -266,16 +279,16 @@ WorkPtr NcclCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer outp
     }
     const size_t elem = DataTypeSize(input.dtype);
     const auto offsets = Offsets(counts);
-    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < size_; ++r) {
-      if (counts[r] == 0) continue;
-      NCCL_CHECK(
-          ncclReduce(static_cast<const char*>(input.data) + offsets[r] * elem, output.data,
-                     counts[r], ToNccl(input.dtype), ToNccl(op), r, comm_.get(), stream_.get()),
-          "ncclReduce (reduce_scatter_v)");
-    }
-    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
-    return Status::Ok();
+    return Grouped([&]() -> Status {
+      for (int r = 0; r < size_; ++r) {
+        if (counts[r] == 0) continue;
+        NCCL_CHECK(
+            ncclReduce(static_cast<const char*>(input.data) + offsets[r] * elem, output.data,
+                       counts[r], ToNccl(input.dtype), ToNccl(op), r, comm_.get(), stream_.get()),
+            "ncclReduce (reduce_scatter_v)");
+      }
+      return Status::Ok();
+    });
   });
 }
 
@@ -291,16 +304,16 @@ WorkPtr NcclCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
     }
     const size_t elem = DataTypeSize(input.dtype);
     const auto offsets = Offsets(counts);
-    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < size_; ++r) {
-      if (counts[r] == 0) continue;
-      char* dst = static_cast<char*>(output.data) + offsets[r] * elem;
-      NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data : dst, dst, counts[r], ToNccl(input.dtype),
-                               r, comm_.get(), stream_.get()),
-                 "ncclBroadcast (all_gather_v)");
-    }
-    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
-    return Status::Ok();
+    return Grouped([&]() -> Status {
+      for (int r = 0; r < size_; ++r) {
+        if (counts[r] == 0) continue;
+        char* dst = static_cast<char*>(output.data) + offsets[r] * elem;
+        NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data : dst, dst, counts[r], ToNccl(input.dtype),
+                                 r, comm_.get(), stream_.get()),
+                   "ncclBroadcast (all_gather_v)");
+      }
+      return Status::Ok();
+    });
   });
 }
 
@@ -333,25 +346,21 @@ WorkPtr NcclCommunicator::DoBarrier(const CollectiveOptions& options) {
   });
 }
 
-// NCCL matches point-to-point calls per pair in issue order; `tag` is not carried.
-WorkPtr NcclCommunicator::DoSend(ConstBuffer data, int peer, uint32_t,
-                                 const CollectiveOptions& options) {
-  return Enqueue("send", options, [&]() -> Status {
-    NCCL_CHECK(
-        ncclSend(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
-        "ncclSend");
-    return Status::Ok();
-  });
+// Point-to-point on device buffers is refused: each ncclSend or ncclRecv would be its own
+// operation, waited for before the next is issued, and two ranks that both send before they
+// receive (an exchange) would wait for each other until the deadline. NCCL needs such pairs in
+// one group; nothing in retort sends device buffers point to point (replicas and recovery state
+// live in host memory and go over UCX), so no grouped form is offered.
+WorkPtr NcclCommunicator::DoSend(ConstBuffer, int peer, uint32_t, const CollectiveOptions&) {
+  return CompletedWork(
+      "send", UnimplementedError("nccl: send of a device buffer to rank " + std::to_string(peer) +
+                                 " (point to point over NCCL is not offered)"));
 }
 
-WorkPtr NcclCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t,
-                                 const CollectiveOptions& options) {
-  return Enqueue("recv", options, [&]() -> Status {
-    NCCL_CHECK(
-        ncclRecv(data.data, data.count, ToNccl(data.dtype), peer, comm_.get(), stream_.get()),
-        "ncclRecv");
-    return Status::Ok();
-  });
+WorkPtr NcclCommunicator::DoRecv(MutableBuffer, int peer, uint32_t, const CollectiveOptions&) {
+  return CompletedWork("recv", UnimplementedError("nccl: receive of a device buffer from rank " +
+                                                  std::to_string(peer) +
+                                                  " (point to point over NCCL is not offered)"));
 }
 
 WorkPtr NcclCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
@@ -369,22 +378,22 @@ WorkPtr NcclCommunicator::DoAllToAllV(ConstBuffer input, const std::vector<size_
                           recv_counts[rank_] * elem, cudaMemcpyDeviceToDevice, stream_.get()),
           "all_to_all_v: copying this rank's own part");
     }
-    NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      if (send_counts[p] > 0) {
-        NCCL_CHECK(ncclSend(in + send_offsets[p] * elem, send_counts[p], ToNccl(input.dtype), p,
-                            comm_.get(), stream_.get()),
-                   "ncclSend (all_to_all_v)");
+    return Grouped([&]() -> Status {
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        if (send_counts[p] > 0) {
+          NCCL_CHECK(ncclSend(in + send_offsets[p] * elem, send_counts[p], ToNccl(input.dtype), p,
+                              comm_.get(), stream_.get()),
+                     "ncclSend (all_to_all_v)");
+        }
+        if (recv_counts[p] > 0) {
+          NCCL_CHECK(ncclRecv(out + recv_offsets[p] * elem, recv_counts[p], ToNccl(input.dtype), p,
+                              comm_.get(), stream_.get()),
+                     "ncclRecv (all_to_all_v)");
+        }
       }
-      if (recv_counts[p] > 0) {
-        NCCL_CHECK(ncclRecv(out + recv_offsets[p] * elem, recv_counts[p], ToNccl(input.dtype), p,
-                            comm_.get(), stream_.get()),
-                   "ncclRecv (all_to_all_v)");
-      }
-    }
-    NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
-    return Status::Ok();
+      return Status::Ok();
+    });
   });
 }
 

@@ -118,13 +118,26 @@ TEST_F(KdStepGpuTest, Bf16LossCurveFollowsFp32Over50Steps) {
   auto fp32 = MakeStep(&c1, nullptr, Options(cuda, false), VitAttention::kAuto);
   auto bf16 = MakeStep(&c2, nullptr, Options(cuda, true), VitAttention::kAuto);
   ASSERT_TRUE(fp32 && bf16);
-  const auto a = Train(*fp32, 50, 32);
-  const auto b = Train(*bf16, 50, 32);
+  // One batch, 50 times: random labels on fresh batches leave nothing to learn (the fp32 loss of
+  // this setup stays within 1.14-1.19 over 50 fresh batches on the CPU), a fixed batch is
+  // learnt (1.14 -> 0.66), so "bf16 trains" can be checked.
+  const Batch fixed = MakeBatch(32, 100, 0);
+  auto train_on_fixed = [&](KdStep& step) {
+    std::vector<double> losses;
+    for (int i = 0; i < 50; ++i) {
+      auto r = step.Step(fixed);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (r.ok()) losses.push_back(r->loss);
+    }
+    return losses;
+  };
+  const auto a = train_on_fixed(*fp32);
+  const auto b = train_on_fixed(*bf16);
   ASSERT_EQ(a.size(), 50u);
   ASSERT_EQ(b.size(), 50u);
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_NEAR(b[i], a[i], 0.05 * std::abs(a[i]) + 1e-3) << "step " << i;
-  EXPECT_LT(b.back(), b.front());  // bf16 trains
+  EXPECT_LT(b.back(), 0.9 * b.front());  // bf16 trains
 }
 
 TEST_F(KdStepGpuTest, TwoRanksOnOneGpuMatchOneRank) {
@@ -178,36 +191,40 @@ TEST_F(KdStepGpuTest, NonFiniteGradientSkipsTheStep) {
 }
 
 TEST_F(KdStepGpuTest, OutOfMemoryIsAPreciseError) {
-  // Activations far beyond any GPU's memory: 50176 tokens x 16384 MLP features per sample.
+  // Few parameters (about 0.1 billion: quick to initialise on the host) and activations far
+  // beyond any GPU's memory: 50176 tokens of 1024 features, 4096 in the MLP, for 32 samples
+  // (tens of GiB per block on an 80 or 141 GB card).
   VitConfig huge;
   huge.name = "huge";
   huge.image_size = 448;
   huge.in_channels = 3;
   huge.patch_size = 2;
-  huge.dim = 4096;
-  huge.depth = 12;
-  huge.heads = 32;
+  huge.dim = 1024;
+  huge.depth = 4;
+  huge.heads = 16;
   huge.num_classes = 10;
   auto s = MakeVit(huge, 2);
   ASSERT_TRUE(s.ok());
+  const int64_t parameters = FlatParameterCount(**s);
   auto g = std::make_shared<ThreadShardGroup>(1);
   ThreadShardComm c(g, 0);
   KdStepOptions options = Options(torch::Device(torch::kCUDA, 0), true);
   options.loss.alpha = 0.0;
-  auto step = KdStep::Create(nullptr, std::move(*s), &c,
-                             MakeEvenShardPlan(FlatParameterCount(**MakeVit(huge, 2)), 1), options);
+  auto step = KdStep::Create(nullptr, std::move(*s), &c, MakeEvenShardPlan(parameters, 1), options);
   ASSERT_TRUE(step.ok()) << step.status();
+  constexpr int64_t kSamples = 32;
   Batch b;
-  b.images = torch::randn({16, 3, 448, 448});
-  b.labels = torch::zeros({16}, torch::kLong);
-  b.sample_indices.assign(16, 0);
-  b.augmentation_seeds.assign(16, 0);
+  b.images = torch::randn({kSamples, 3, 448, 448});
+  b.labels = torch::zeros({kSamples}, torch::kLong);
+  b.sample_indices.assign(kSamples, 0);
+  b.augmentation_seeds.assign(kSamples, 0);
   b.weight = 1.0;
   auto r = (*step)->Step(b);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status();
   EXPECT_NE(r.status().message().find("out of memory on cuda:0"), std::string::npos) << r.status();
-  EXPECT_NE(r.status().message().find("16 samples"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(std::to_string(kSamples) + " samples"), std::string::npos)
+      << r.status();
 }
 
 }  // namespace
