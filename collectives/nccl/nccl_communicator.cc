@@ -190,6 +190,7 @@ void NcclCommunicator::Break(const Status& reason) {
 }
 
 void NcclCommunicator::Abort(const std::string& reason) {
+  abort_requested_.store(true, std::memory_order_release);
   MutexLock lock(mu_);
   Break(AbortedError(reason));
 }
@@ -212,7 +213,12 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
     CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
                "nccl: ordering after the caller's stream");
     RETORT_RETURN_IF_ERROR(enqueue());
-    RETORT_RETURN_IF_ERROR(AwaitComm(comm_.get(), deadline, description));
+    RETORT_RETURN_IF_ERROR(AwaitComm(
+        comm_.get(), deadline, description,
+        [this] { return abort_requested_.load(std::memory_order_acquire); },
+        [] {
+          return AbortedError("nccl: aborted while waiting for the operation to be accepted");
+        }));
     cudaEvent_t done = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "nccl: creating event");
     CudaEvent owned(done);

@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -110,6 +111,10 @@ class NcclCommunicator final : public Communicator {
   std::deque<Pending> pending_ RETORT_GUARDED_BY(mu_);
   Status broken_ RETORT_GUARDED_BY(mu_);
   bool stopping_ RETORT_GUARDED_BY(mu_) = false;
+  // Set by Abort() before it takes mu_: an Enqueue holding mu_ while it waits for NCCL to accept
+  // an operation (ncclInProgress until every peer arrives) stops waiting and breaks the
+  // communicator itself, so Abort() never waits out an operation's deadline behind it.
+  std::atomic<bool> abort_requested_{false};
   std::thread watchdog_;
 };
 
