@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns ctest's JUnit report (ctest --output-junit FILE) into a JSON list on stdout, one object
-per test: {"name", "status": passed|failed|skipped, "seconds", "reason"}. A skipped test's
-reason is GoogleTest's skip message (the line after "Skipped" in its output) or ctest's.
+per test: {"name", "status": passed|failed|skipped, "seconds", "reason", "measured"}. A skipped
+test's reason is GoogleTest's skip message (the line after "Skipped" in its output) or ctest's;
+"measured" lists the "[ measured ] ..." lines a test printed (figures such as recovery times).
 
 Usage: junit_to_json.py REPORT.xml
 """
@@ -33,8 +34,12 @@ def main():
             status, reason = "skipped", skip_reason(case)
         else:
             status, reason = "passed", ""
+        out = case.findtext("system-out") or ""
+        measured = [line.split("[ measured ]", 1)[1].strip() for line in out.splitlines()
+                    if "[ measured ]" in line]
         rows.append({"name": case.get("name"), "status": status,
-                     "seconds": float(case.get("time") or 0), "reason": reason})
+                     "seconds": float(case.get("time") or 0), "reason": reason,
+                     "measured": measured})
     json.dump(rows, sys.stdout, indent=1)
     print()
 

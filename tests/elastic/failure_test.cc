@@ -14,11 +14,7 @@ namespace {
 
 class FailureTest : public ElasticScenarioTest {};
 
-int64_t UnixMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using testing::UnixMs;
 
 // Scenario 5: kill -9 of a worker. Survivors detect it, the coordinator forms the next
 // generation, training continues from the last completed step: no completed step is lost and

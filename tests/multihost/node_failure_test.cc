@@ -32,11 +32,7 @@ constexpr int kWorkerHosts = 2;     // hosts 1 and 2
 constexpr int kWorkersPerHost = 2;  // two ranks per host: an intra-node group
 constexpr int kVictimHost = 2;
 
-int64_t UnixMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using testing::UnixMs;
 
 // Unix ms of the first coordinator log line at or after `after_ms` that contains `what` and
 // `node` ("2026-11-25T11:56:31.286Z I coordinator] member_evicted: w1-3 (node/0): ..."); -1 if

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ class Subprocess {
   std::string log_path_;
   std::string spawn_error_;  // why it could not be started; shown first by Log()
 };
+
+// Wall-clock milliseconds since the epoch: the clock of metrics lines' time_unix_ms, for
+// measuring from an event in a test to a line a process wrote.
+int64_t UnixMs();
 
 // Polls `predicate` every 20 ms until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
