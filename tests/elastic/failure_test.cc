@@ -48,13 +48,7 @@ TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajecto
       kEvent))
       << "no step completed in a generation after the kill\n"
       << c->Logs();
-  for (const auto& l : m.lines) {
-    if (l.generation <= st.generation) continue;
-    std::cout << "[ measured ] kill -9 of rank 1 (of 3) after step " << l.step - 1
-              << " -> next new completed step " << l.step << ": "
-              << (l.time_unix_ms - kill_ms) / 1000.0 << " s\n";
-    break;
-  }
+  PrintRecoveryTime(m, st.generation, kill_ms, "kill -9 of rank 1 (of 3)");
   ExpectCompletedCleanly(*c, {victim.index});
   if (HasFatalFailure()) return;
   EXPECT_EQ(c->worker(victim.index).Wait(milliseconds(0)).value_or(-1), 128 + SIGKILL);

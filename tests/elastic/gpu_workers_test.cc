@@ -45,15 +45,8 @@ TEST_F(GpuWorkersTest, TwoWorkersOnOneGpuAsTwoNodesTrainAndSurviveAKillNine) {
   ExpectCompletedCleanly(*c, {index});
   if (HasFatalFailure()) return;
   MetricsFile m = c->Metrics();
-  // Recovery time on a GPU (the data-plane issue's figure): the first step completed in a
-  // generation after the kill.
-  for (const auto& l : m.lines) {
-    if (l.generation <= st.generation) continue;
-    std::cout << "[ measured ] GPU: kill -9 of rank 1 (of 2) after step " << l.step - 1
-              << " -> next new completed step " << l.step << ": "
-              << (l.time_unix_ms - kill_ms) / 1000.0 << " s\n";
-    break;
-  }
+  // Recovery time on a GPU (the data-plane issue's figure).
+  PrintRecoveryTime(m, st.generation, kill_ms, "GPU: kill -9 of rank 1 (of 2)");
   ExpectNoLostSteps(m, job, before);
   ExpectSameTrajectory(m.lines, "2 GPU workers (one GPU), kill -9 of rank 1");
 }

@@ -147,6 +147,20 @@ class ElasticScenarioTest : public ::testing::Test {
     EXPECT_EQ(m.lines.size(), static_cast<size_t>(job.steps)) << "some step was run twice";
   }
 
+  // Prints the recovery time after a kill at `kill_ms` (testing::UnixMs): from the kill to the
+  // first step completed in a generation after `generation` (the one the kill ended), with
+  // `what` naming the event. Prints nothing when no such step is in `m`.
+  static void PrintRecoveryTime(const MetricsFile& m, uint64_t generation, int64_t kill_ms,
+                                const std::string& what) {
+    for (const auto& l : m.lines) {
+      if (l.generation <= generation) continue;
+      std::cout << "[ measured ] " << what << " after step " << l.step - 1
+                << " -> next new completed step " << l.step << ": "
+                << (l.time_unix_ms - kill_ms) / 1000.0 << " s\n";
+      return;
+    }
+  }
+
   // The loss of every metrics line (including lines of redone steps) against the reference.
   void ExpectSameTrajectory(const std::vector<MetricLine>& lines, const std::string& what) {
     CurveComparison c = CompareToReference(lines, reference_, kLossRelTolerance);
