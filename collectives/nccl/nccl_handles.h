@@ -65,8 +65,9 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-// An NCCL communicator: aborted (not destroyed) when `aborted` was set, since a destroy would
-// wait for operations that may never finish.
+// An NCCL communicator, always released with ncclCommAbort (also at a healthy generation
+// switch): ncclCommDestroy would wait for operations that may never finish, and the graceful
+// ncclCommFinalize is not used.
 class NcclComm {
  public:
   NcclComm() = default;
