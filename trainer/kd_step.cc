@@ -91,6 +91,12 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   if (options.device.is_cuda() && !torch::cuda::is_available())
     return FailedPreconditionError("KdStep: device " + options.device.str() +
                                    " was asked for but no CUDA device is visible");
+  if (options.device.is_cuda() && !options.teacher_bf16_on_cuda && !options.student_bf16_on_cuda) {
+    // fp32 on a GPU means IEEE fp32 matrix products (process-wide): TF32, which an image or a
+    // library may have turned on, would put each step about 1e-3 off the same step on a CPU.
+    at::globalContext().setFloat32MatmulPrecision("highest");
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
   std::unique_ptr<KdStep> step(new KdStep());
   step->teacher_ = std::move(teacher);
   step->student_ = std::move(student);

@@ -56,15 +56,18 @@ double TimeReduceScatter(size_t bytes, bool staged, size_t chunk_bytes, int iter
       ucx::UcxCommunicatorOptions o;
       o.default_timeout = std::chrono::milliseconds(120000);
       auto ucx = ucx::CreateUcxCommunicator(&store, r, 2, 1, o);
-      if (!ucx.ok()) return;
+      auto failed = [r](const char* what, const retort::Status& st) {
+        std::fprintf(stderr, "staging_bench: rank %d: %s: %s\n", r, what, st.ToString().c_str());
+      };
+      if (!ucx.ok()) return failed("creating the UCX communicator", ucx.status());
       std::unique_ptr<Communicator> comm = std::move(*ucx);
       if (staged) {
         auto copier = CreateCudaCopier(0);
-        if (!copier.ok()) return;
+        if (!copier.ok()) return failed("creating the CUDA copier", copier.status());
         StagedCommunicatorOptions so;
         so.chunk_bytes = chunk_bytes;
         auto s = StagedCommunicator::Create(std::move(comm), std::move(*copier), so);
-        if (!s.ok()) return;
+        if (!s.ok()) return failed("creating the staged communicator", s.status());
         comm = std::move(*s);
       }
       const size_t count = bytes / sizeof(float);

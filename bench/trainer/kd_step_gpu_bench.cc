@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -208,7 +209,11 @@ int main(int argc, char** argv) {
       << ", \"bf16\": " << (bf16 ? "true" : "false") << ", \"steps\": " << steps
       << ", \"samples_per_s\": " << samples_per_s << ", \"step_ms_median\": " << median
       << ", \"step_ms_p99\": " << Percentile(step_ms, 0.99)
-      << ", \"peak_memory_gib\": " << peak_memory_gib << ", \"final_loss\": " << loss;
+      << ", \"peak_memory_gib\": " << peak_memory_gib << ", \"final_loss\": ";
+  if (std::isfinite(loss))
+    out << loss;
+  else
+    out << "null";  // JSON has no NaN
   if (loader) {
     double total_ms = 0;
     for (double ms : step_ms) total_ms += ms;

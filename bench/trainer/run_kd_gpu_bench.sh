@@ -14,24 +14,49 @@ build=$1
 python=${2:-python3}
 shift $(($# >= 2 ? 2 : 1))
 here=$(cd "$(dirname "$0")" && pwd)
-ours=$("$build/bench/trainer/kd_step_gpu_bench" "$@")
-eager=$("$python" "$here/kd_reference_gpu.py" --mode eager "$@")
-compiled=$("$python" "$here/kd_reference_gpu.py" --mode compile "$@")
-folder=$(mktemp -d /tmp/retort_kd_jpeg.XXXXXX)
-trap 'rm -rf "$folder"' EXIT
-"$build/bench/trainer_data/trainer_data_bench" --make-jpeg-folder "$folder" \
-  --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 --jpeg-height 375 >&2
-jpeg=$("$build/bench/trainer/kd_step_gpu_bench" --jpeg-folder "$folder" --decode gpu \
-  --decode-threads 4 "$@")
+# Each part runs on its own: one that fails (a torch.compile error, a build without nvJPEG)
+# leaves {"error": ...} in its place and the others' figures stand. The exit status is that of
+# retort's synthetic run, the figure everything else is compared with.
+run_part() {  # NAME COMMAND...: the command's JSON line, or an error object
+  local out
+  if out=$("$@") && [[ "$out" == "{"* ]]; then
+    echo "$out"
+  else
+    echo "kd gpu bench: $1 part failed" >&2
+    echo '{"error": "failed; see the log"}'
+    return 1
+  fi
+}
+ours_rc=0
+ours=$(run_part "$build/bench/trainer/kd_step_gpu_bench" "$@") || ours_rc=1
+eager=$(run_part "$python" "$here/kd_reference_gpu.py" --mode eager "$@") || true
+compiled=$(run_part "$python" "$here/kd_reference_gpu.py" --mode compile "$@") || true
+# The JPEG folder: the caller's (JPEG_FOLDER, shared with the decode benchmark), else a new one.
+folder=${JPEG_FOLDER:-}
+if [[ -z "$folder" ]]; then
+  folder=$(mktemp -d /tmp/retort_kd_jpeg.XXXXXX)
+  trap 'rm -rf "$folder"' EXIT
+  "$build/bench/trainer_data/trainer_data_bench" --make-jpeg-folder "$folder" \
+    --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 --jpeg-height 375 >&2
+fi
+jpeg=$(run_part "$build/bench/trainer/kd_step_gpu_bench" --jpeg-folder "$folder" --decode gpu \
+  --decode-threads 4 "$@") || true
 "$python" - "$ours" "$eager" "$compiled" "$jpeg" <<'PY'
 import json, sys
 ours, eager, compiled, jpeg = (json.loads(a) for a in sys.argv[1:])
+
+
+def ratio(a, b, key="samples_per_s"):
+    return round(a[key] / b[key], 3) if key in a and key in b and b[key] else None
+
+
 print(json.dumps({
     "comparison": "kd_step_gpu", "retort": ours, "pytorch_eager": eager,
     "pytorch_compile": compiled, "retort_jpeg_input": jpeg,
-    "speedup_vs_eager": round(ours["samples_per_s"] / eager["samples_per_s"], 3),
-    "speedup_vs_compile": round(ours["samples_per_s"] / compiled["samples_per_s"], 3),
-    "jpeg_vs_synthetic": round(jpeg["samples_per_s"] / ours["samples_per_s"], 3),
-    "jpeg_data_wait_fraction": jpeg["data_wait_fraction"],
+    "speedup_vs_eager": ratio(ours, eager),
+    "speedup_vs_compile": ratio(ours, compiled),
+    "jpeg_vs_synthetic": ratio(jpeg, ours),
+    "jpeg_data_wait_fraction": jpeg.get("data_wait_fraction"),
 }))
 PY
+exit "$ours_rc"

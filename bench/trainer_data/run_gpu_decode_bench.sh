@@ -11,19 +11,25 @@ build=${1:?usage: run_gpu_decode_bench.sh BUILD_DIR [PYTHON]}
 python=${2:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 bench=$build/bench/trainer_data/trainer_data_bench
-folder=$(mktemp -d /tmp/retort_gpu_jpeg.XXXXXX)
-trap 'rm -rf "$folder"' EXIT
-"$bench" --make-jpeg-folder "$folder" --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 \
-  --jpeg-height 375 >&2
+# The JPEG folder: the caller's (JPEG_FOLDER, shared with the KD benchmark), else a new one.
+folder=${JPEG_FOLDER:-}
+if [[ -z "$folder" ]]; then
+  folder=$(mktemp -d /tmp/retort_gpu_jpeg.XXXXXX)
+  trap 'rm -rf "$folder"' EXIT
+  "$bench" --make-jpeg-folder "$folder" --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 \
+    --jpeg-height 375 >&2
+fi
+# Each row runs on its own: one that fails leaves an error object naming it, the others stand.
+row() { "$@" || echo "{\"error\": \"failed: $(basename "$1") ${*:2:6}\"}"; }
 lines=()
 common=(--dataset image_folder --root "$folder" --batch 256 --steps "${STEPS:-12}" --warmup 2)
-lines+=("$("$bench" "${common[@]}" --threads 4 --decode-device 0 --no-dct-scaling)")
+lines+=("$(row "$bench" "${common[@]}" --threads 4 --decode-device 0 --no-dct-scaling)")
 for threads in 4 8 16; do
-  lines+=("$("$bench" "${common[@]}" --threads "$threads")")
+  lines+=("$(row "$bench" "${common[@]}" --threads "$threads")")
 done
-lines+=("$("$python" "$here/reference_loader.py" --dataset image_folder --root "$folder" \
+lines+=("$(row "$python" "$here/reference_loader.py" --dataset image_folder --root "$folder" \
   --batch 256 --threads 8 --steps "${STEPS:-12}" --decoder pil)")
-lines+=("$("$python" "$here/reference_gpu_decode.py" --root "$folder" --batch 256 --threads 4 \
+lines+=("$(row "$python" "$here/reference_gpu_decode.py" --root "$folder" --batch 256 --threads 4 \
   --steps "${STEPS:-12}" --device "${DEVICE:-cuda}")")
 printf '%s\n' "${lines[@]}" | "$python" -c '
 import json, sys
