@@ -55,14 +55,10 @@ Status UnpackModelBuffers(const float* blob, int64_t words, Model& model) {
 Status BroadcastModelBuffers(Model& model, ShardComm& comm, Deadline deadline) {
   const int64_t words = ModelBufferWords(model);
   if (words == 0) return Status::Ok();
-  // A communicator that takes device memory (NCCL) gets the blob on the model's device.
-  torch::Device device(torch::kCPU);
-  if (comm.TakesDeviceMemory()) {
-    for (auto& [name, t] : model.NamedBuffers()) {
-      device = t.device();
-      break;
-    }
-  }
+  // A communicator that takes device memory (NCCL) gets the blob on the model's device (that of
+  // its buffers; words > 0, so there is one).
+  const torch::Device device =
+      comm.TakesDeviceMemory() ? model.NamedBuffers().front().second.device() : torch::kCPU;
   torch::Tensor all = torch::empty({words}, torch::TensorOptions(torch::kFloat).device(device));
   torch::Tensor mine = comm.rank() == 0 ? PackModelBuffers(model).to(device) : torch::Tensor();
   std::vector<int64_t> counts(comm.world_size(), 0);

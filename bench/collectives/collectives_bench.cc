@@ -39,6 +39,7 @@ struct BenchOptions {
   int64_t sleep_after_us = -2;  // -2: the library default
   int64_t cma_min_bytes = -1;   // -1: the library default
   std::string cma_policy = "adaptive";
+  ucx::CmaPolicy parsed_cma_policy = ucx::CmaPolicy::kAdaptive;  // cma_policy, parsed in main
   bool print_transports = false;
   bool bind = false;
   bool adaptive_yield = true;
@@ -121,7 +122,7 @@ int RunRank(const BenchOptions& o, int rank) {
     options.ucx.spin_before_sleep = std::chrono::microseconds(o.sleep_after_us);
   }
   if (o.cma_min_bytes >= 0) options.ucx.cma_min_bytes = static_cast<size_t>(o.cma_min_bytes);
-  options.ucx.cma_policy = *ucx::ParseCmaPolicy(o.cma_policy);  // checked in main
+  options.ucx.cma_policy = o.parsed_cma_policy;
   options.progress =
       o.progress == "caller" ? ProgressMode::kCallerThread : ProgressMode::kBackgroundThread;
   const bool device = o.backend == "hierarchical-device";
@@ -231,7 +232,9 @@ int main(int argc, char** argv) {
                    "bootstrap directory shared by the ranks (with --rank; default: a new one)");
   parser.AddLogLevel("warning");
   if (auto code = parser.ParseOrExitCode(argc, argv, "collectives_bench")) return *code;
-  if (auto policy = retort::collectives::ucx::ParseCmaPolicy(o.cma_policy); !policy.ok()) {
+  if (auto policy = retort::collectives::ucx::ParseCmaPolicy(o.cma_policy); policy.ok()) {
+    o.parsed_cma_policy = *policy;
+  } else {
     std::cerr << "collectives_bench: --cma-policy: " << policy.status().message() << "\n";
     return 2;
   }

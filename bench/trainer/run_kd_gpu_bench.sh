@@ -36,8 +36,7 @@ folder=${JPEG_FOLDER:-}
 if [[ -z "$folder" ]]; then
   folder=$(mktemp -d /tmp/retort_kd_jpeg.XXXXXX)
   trap 'rm -rf "$folder"' EXIT
-  "$build/bench/trainer_data/trainer_data_bench" --make-jpeg-folder "$folder" \
-    --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 --jpeg-height 375 >&2
+  "$here/../trainer_data/make_imagenet_like_jpegs.sh" "$build" "$folder"
 fi
 jpeg=$(run_part "$build/bench/trainer/kd_step_gpu_bench" --jpeg-folder "$folder" --decode gpu \
   --decode-threads 4 "$@") || true

@@ -16,8 +16,7 @@ folder=${JPEG_FOLDER:-}
 if [[ -z "$folder" ]]; then
   folder=$(mktemp -d /tmp/retort_gpu_jpeg.XXXXXX)
   trap 'rm -rf "$folder"' EXIT
-  "$bench" --make-jpeg-folder "$folder" --num-images "${JPEG_IMAGES:-4096}" --jpeg-width 500 \
-    --jpeg-height 375 >&2
+  "$here/make_imagenet_like_jpegs.sh" "$build" "$folder"
 fi
 # Each row runs on its own: one that fails leaves an error object naming it, the others stand.
 row() { "$@" || echo "{\"error\": \"failed: $(basename "$1") ${*:2:6}\"}"; }
