@@ -49,6 +49,13 @@ v1::FailureKind ClassifyFailure(FailurePhase phase, const Status& status,
   return v1::FAILURE_KIND_RECURRING;
 }
 
+bool GenerationStartFailures::Failed(const Status& status) {
+  if (status.ok() || TransientCode(status.code())) return false;
+  in_a_row_ = status.code() == code_ ? in_a_row_ + 1 : 1;
+  code_ = status.code();
+  return in_a_row_ >= kTries;
+}
+
 v1::JobFailure MakeJobFailure(FailurePhase phase, const Status& status, int64_t step,
                               bool data_plane_disturbed) {
   v1::JobFailure f;

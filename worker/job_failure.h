@@ -14,6 +14,9 @@
 //     gave up" (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, CANCELLED, RESOURCE_EXHAUSTED, UNKNOWN),
 //     and except when the caller saw the data plane disturbed during the step (a failed peer, a
 //     newer generation): a step's collectives share its status with its compute.
+//   - A generation start (communicator bootstrap, state recovery) counts as kCommunication, but
+//     the same non-transient code in GenerationStartFailures::kTries starts in a row is this
+//     member's own (a build without the CUDA data plane, two ranks given one GPU): recurring.
 // Torch-free; thread-compatible.
 #pragma once
 
@@ -38,5 +41,24 @@ v1::FailureKind ClassifyFailure(FailurePhase phase, const Status& status,
 // now). The caller fills member_id, node and local_rank when it knows them.
 v1::JobFailure MakeJobFailure(FailurePhase phase, const Status& status, int64_t step,
                               bool data_plane_disturbed = false);
+
+// Failed generation starts in a row. A start also bootstraps the communicator and moves state,
+// so one failure is retried as a communication failure is; the same code that is not a
+// "someone else went away" code in kTries starts in a row fails the job instead of re-joining
+// for ever. Transient codes neither count nor reset the count; a start that succeeds or a
+// different code resets it.
+class GenerationStartFailures {
+ public:
+  static constexpr int kTries = 3;
+
+  // After a failed start: true when the job should fail with `status` (as kSetup).
+  bool Failed(const Status& status);
+  void Started() { in_a_row_ = 0; }
+  int in_a_row() const { return in_a_row_; }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  int in_a_row_ = 0;
+};
 
 }  // namespace retort::worker

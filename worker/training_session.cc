@@ -145,6 +145,7 @@ Status TrainingSession::Train() {
   // kStuckGenerationMs once a generation completes a step.
   std::optional<Deadline> stuck_deadline;
   int64_t stuck_ms = kStuckGenerationMs;
+  GenerationStartFailures start_failures;
   while (!done_) {
     bool timed_out = false;
     auto a = mailbox_.WaitForAssignment(active_generation_, parameter_count_, stuck_deadline,
@@ -161,6 +162,15 @@ Status TrainingSession::Train() {
     stuck_deadline.reset();
     Status s = StartGeneration(*a);
     if (s.code() == StatusCode::kDataLoss) return s;  // no usable checkpoint: never from step 0
+    if (start_failures.Failed(s)) {
+      LOG_ERROR("trainer") << "generation " << a->generation.number()
+                           << " not started, with the same error as the "
+                           << start_failures.in_a_row() - 1
+                           << " starts before it; failing the job: " << s;
+      if (agent_) agent_->FailJob(MakeJobFailure(FailurePhase::kSetup, s, global_step_));
+      return s;
+    }
+    if (s.ok()) start_failures.Started();
     if (!s.ok()) {
       // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
       // for the coordinator's next generation.

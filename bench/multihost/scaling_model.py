@@ -1,26 +1,23 @@
 #!/usr/bin/env python3
 """Alpha-beta (latency-bandwidth) model of retort's ZeRO-1 data plane, calibrated on test hosts.
 
-Schedules modelled (collectives/README.md):
-  flat ring reduce-scatter / all-gather, n ranks, S bytes:   (n-1) * (a + S/n * b_link)
-    (node-major ring: each host link carries one flow, the bottleneck is the inter-host link)
-  hierarchical, H hosts x L ranks: intra RS over L, then inter RS among equal local indices:
+Schedules modelled (collectives/README.md), H hosts x L ranks, n = H * L, S bytes:
+  flat ring reduce-scatter / all-gather over n ranks:   (n-1) * (a_e + S/n * b_e)
+    (node-major ring: each host link carries one flow; the bottleneck is the inter-host link)
+  hierarchical: intra-host RS over L, then inter-host RS among equal local indices:
     (L-1) * (a_i + S/L * b_i) + (H-1) * (a_e + S/H * b_e)
     (the L inter-host flows of a host share its link: L * S/(L*H) bytes per step)
 
 Calibration, from shaped_links_bench JSON lines (reduce_scatter, several sizes, several link
-settings -- rate, one-way latency, loss -- both layouts, one run):
-  a_e, b_e per link setting: least squares of the flat ring's times at that setting; b_e is
-            the cost per byte through a host's link. Where the run has the interleaved flat
-            ring (ranks dealt to hosts in turn: L flows share each link, as in the
-            hierarchical inter-host level: (n-1) * (a + L * S/n * b_link)), a_e and b_e for the
-            hierarchical prediction come from it instead: a link shared by L TCP flows is not
-            as efficient as one carrying a single flow, and that is measured, not assumed;
-  a_i, b_i: least squares of the hierarchical times at the *unshaped* setting (no rate limit,
-            no latency, no loss), after subtracting its inter-host part (a_e, b_e of the
-            unshaped flat ring).
-Validation: the hierarchical times at every *shaped* setting are predicted from those (never
-fitted on them) and compared with the measured ones.
+settings -- rate, one-way latency, loss -- one run; with --rounds, the median of the rounds):
+  a_i, b_i per link setting: fitted on `intra` (a ring inside every host, all hosts at once:
+            the intra-host level alone, under the same contention);
+  a_e, b_e per link setting: fitted on `cross` (a ring of one rank per host: one flow per link);
+  both by least squares of the relative error over the sizes.
+Validation: the hierarchical schedule *and* the 4-rank flat ring at every setting are predicted
+from those terms (neither is fitted) and compared with their measured times. The prediction
+assumes what the projection assumes: the levels add up, L flows share a link as well as one,
+and a ring's per-step cost does not depend on its length.
 
 Projection (--project): ViT-B/16 -> ViT-S/16 distillation on G GPUs, 8 per node, batch 256
 per GPU. Every figure that is not a namespace measurement is a stated assumption (flag
@@ -36,50 +33,63 @@ with the gradient reduce-scatter overlapped with backward (bucketed, as the trai
 with that plus bf16 gradients and parameters on the wire (half the bytes); and the smallest
 step time that reaches 90% with nothing overlapped.
 
-Usage: scaling_model.py MEASUREMENTS.jsonl [--project] [--json]
+Usage: scaling_model.py MEASUREMENTS.jsonl [--project] [--json] [--svg-dir DIR]
 """
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
 
+import svg_chart
+
 
 def load(path):
-    rows = []
+    """The reduce_scatter lines of a shaped_links_bench file, one row per (implementation, link
+    setting, size) with the median time of its rounds and their range."""
+    groups = {}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line.startswith("{"):
                 continue
             row = json.loads(line)
-            if "op" in row and row["op"] == "reduce_scatter":
-                rows.append(row)
-    if not rows:
+            if row.get("op") != "reduce_scatter":
+                continue
+            groups.setdefault((row["impl"], setting(row), row["bytes"]), []).append(row)
+    if not groups:
         sys.exit(f"scaling_model: no reduce_scatter lines in {path}")
+    rows = []
+    for group in groups.values():
+        times = sorted(r["time_us"] for r in group)
+        rows.append(dict(group[0], time_us=float(np.median(times)), rounds=len(times),
+                         time_us_min=times[0], time_us_max=times[-1]))
     return rows
 
 
 def fit(xs, ys):
-    """Least squares y = a * x0 + b * x1 with a, b >= 0; xs: list of (x0, x1)."""
+    """Least squares of the *relative* error of y = a * x0 + b * x1, a, b >= 0; xs: (x0, x1).
+
+    Relative, because the model is judged by its relative error: an absolute fit is decided by
+    the largest size alone."""
     A = np.array(xs, dtype=float)
     y = np.array(ys, dtype=float)
+    A, y = A / y[:, None], np.ones_like(y)
     (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
     if a < 0:  # latency not identifiable from these sizes: bandwidth only
         a, b = 0.0, float(np.dot(A[:, 1], y) / np.dot(A[:, 1], A[:, 1]))
     return float(a), float(b)
 
 
-def flat_terms(n, s):
+def ring_terms(n, s):
+    """(steps, bytes per rank per step x steps) of an n-rank ring over S bytes."""
     return (n - 1, (n - 1) * s / n)
 
 
 def setting(row):
     """A row's link setting: (rate Mbit/s, one-way latency us, loss); older files have rate only."""
     return (row["link_mbit"], row.get("link_latency_us", 0), row.get("link_loss", 0.0))
-
-
-UNSHAPED = (0, 0, 0.0)
 
 
 def describe(key):
@@ -92,55 +102,38 @@ def describe(key):
     return text
 
 
+CALIBRATION_IMPLS = ("retort-intra", "retort-cross")
+VALIDATED_IMPLS = {"retort-hierarchical": "hierarchical", "retort-ucx": "flat ring"}
+
+
 def calibrate(rows):
     impls = {r["impl"] for r in rows}
-    for need in ("retort-ucx", "retort-hierarchical"):
+    for need in CALIBRATION_IMPLS + ("retort-hierarchical",):
         if need not in impls:
-            sys.exit(f"scaling_model: no {need} lines (run shaped_links_bench with both backends)")
+            sys.exit(f"scaling_model: no {need} lines (run shaped_links_bench with "
+                     "--backends=ucx,hierarchical,intra,cross)")
     H = rows[0]["hosts"]
     L = rows[0]["ranks_per_host"]
-    n = H * L
-    settings = sorted({setting(r) for r in rows})
-    if UNSHAPED not in settings:
-        sys.exit("scaling_model: the unshaped setting (rate 0, latency 0, no loss) calibrates the "
-                 "intra-host terms; run it")
-    link, shared = {}, {}
-    for key in settings:
-        flat = [r for r in rows if r["impl"] == "retort-ucx" and setting(r) == key]
-        if not flat:
-            sys.exit(f"scaling_model: no flat-ring lines at {describe(key)}")
-        xs = [flat_terms(n, r["bytes"]) for r in flat]
-        ys = [r["time_us"] * 1e-6 for r in flat]
-        link[key] = fit(xs, ys)
-        inter = [r for r in rows if r["impl"] == "retort-ucx-interleaved" and setting(r) == key]
-        if inter:
-            xs = [(n - 1, (n - 1) * r["bytes"] / n * L) for r in inter]
-            ys = [r["time_us"] * 1e-6 for r in inter]
-            shared[key] = fit(xs, ys)
-    a_e0, b_e0 = link[UNSHAPED]
-    hier0 = [r for r in rows if r["impl"] == "retort-hierarchical" and setting(r) == UNSHAPED]
-    xs, ys = [], []
-    for r in hier0:
-        s = r["bytes"]
-        inter = (H - 1) * (a_e0 + s / H * b_e0)
-        xs.append((L - 1, (L - 1) * s / L))
-        ys.append(max(0.0, r["time_us"] * 1e-6 - inter))
-    a_i, b_i = fit(xs, ys)
-    return {"hosts": H, "ranks_per_host": L, "link": link, "shared": shared, "intra": (a_i, b_i)}
+    intra, cross = {}, {}
+    for key in sorted({setting(r) for r in rows}):
+        for impl, n, terms in (("retort-intra", L, intra), ("retort-cross", H, cross)):
+            runs = [r for r in rows if r["impl"] == impl and setting(r) == key]
+            if len(runs) < 2:
+                sys.exit(f"scaling_model: {impl} needs two sizes or more at {describe(key)}")
+            terms[key] = fit([ring_terms(n, r["bytes"]) for r in runs],
+                             [r["time_us"] * 1e-6 for r in runs])
+    return {"hosts": H, "ranks_per_host": L, "intra": intra, "cross": cross}
 
 
-def predict_hier(model, key, s, shared=True):
-    """shared: the link terms measured with L flows per link (when the run has them)."""
+def predict(model, impl, key, s):
+    """Predicted seconds of `impl`'s reduce-scatter of s bytes at link setting `key`."""
     H, L = model["hosts"], model["ranks_per_host"]
-    a_i, b_i = model["intra"]
-    a_e, b_e = model["shared"][key] if shared and key in model["shared"] else model["link"][key]
+    a_i, b_i = model["intra"][key]
+    a_e, b_e = model["cross"][key]
+    if impl == "retort-ucx":
+        n = H * L
+        return (n - 1) * (a_e + s / n * b_e)
     return (L - 1) * (a_i + s / L * b_i) + (H - 1) * (a_e + s / H * b_e)
-
-
-def predict_flat(model, key, s):
-    n = model["hosts"] * model["ranks_per_host"]
-    a_e, b_e = model["link"][key]
-    return (n - 1) * (a_e + s / n * b_e)
 
 
 def vit_params(dim, depth, image=224, patch=16, channels=3, classes=1000, mlp_ratio=4):
@@ -202,11 +195,60 @@ def project(args):
     return params, rows
 
 
+def write_figures(out, directory):
+    """validation.svg (predicted vs measured) and, with --project, projection.svg (efficiency
+    against GPUs) into `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    chart = svg_chart.Chart("Alpha-beta model: predicted vs measured reduce-scatter",
+                            "measured (ms)", "predicted (ms)", x_log=True, y_log=True,
+                            width=520, height=400, legend="upper left")
+    validation = [o for o in out if o["kind"] == "validation"]
+    for schedule in VALIDATED_IMPLS.values():
+        for limited, link in ((True, "rate-limited links"), (False, "no rate limit")):
+            chart.add_series(f"{schedule}, {link}",
+                             [(o["measured_ms"], o["predicted_ms"]) for o in validation
+                              if o["schedule"] == schedule and (o["link_mbit"] > 0) == limited],
+                             lines=False)
+    lo = min(min(o["measured_ms"], o["predicted_ms"]) for o in validation) / 2
+    hi = max(max(o["measured_ms"], o["predicted_ms"]) for o in validation) * 2
+    chart.add_guide("predicted = measured", [(lo, lo), (hi, hi)], colour="#333333")
+    chart.add_guide("+/-15%", [(lo, lo * 1.15), (hi, hi * 1.15)])
+    chart.add_guide(None, [(lo, lo * 0.85), (hi, hi * 0.85)])
+    with open(os.path.join(directory, "validation.svg"), "w") as f:
+        f.write(svg_chart.figure([chart], columns=1))
+    projection = [o for o in out if o["kind"] == "projection"]
+    if not projection:
+        return
+    charts = []
+    for label in dict.fromkeys(o["step_time"] for o in projection):
+        rows = [o for o in projection if o["step_time"] == label]
+        chart = svg_chart.Chart(f"{label}: {rows[0]['compute_ms']:.1f} ms/step", "GPUs",
+                                "scaling efficiency (%)", x_log=True, y_range=(50, 100),
+                                x_range=(6, 340), legend="lower left")
+        chart.set_x_ticks([8, 64, 256])
+        single = [o for o in rows if o["nodes"] == 1]
+        for gbps in (100, 200, 400):
+            linked = single + [o for o in rows if o["link_Gbps"] == gbps]
+            colour = svg_chart.PALETTE[(100, 200, 400).index(gbps)]
+            chart.add_series(f"{gbps} Gb/s, nothing overlapped",
+                             [(o["gpus"], 100 * o["efficiency_no_overlap"]) for o in linked],
+                             colour=colour)
+            chart.add_series(f"{gbps} Gb/s, RS overlapped, bf16 wire",
+                             [(o["gpus"], 100 * o["efficiency_rs_overlapped_bf16"])
+                              for o in linked], dashed=True, colour=colour)
+        chart.add_guide("90% goal", [(6, 90), (340, 90)])
+        charts.append(chart)
+    with open(os.path.join(directory, "projection.svg"), "w") as f:
+        f.write(svg_chart.figure(charts, columns=2))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("measurements", help="shaped_links_bench JSON lines")
     p.add_argument("--project", action="store_true", help="also project to 8/64/256 GPUs")
     p.add_argument("--json", action="store_true", help="JSON lines only, no markdown")
+    p.add_argument("--svg-dir", default=None,
+                   help="also write validation.svg and (with --project) projection.svg here")
     p.add_argument("--compute-ms", type=float, default=None,
                    help="a measured GPU time of one KD step at batch 256 (kd_step_bench), "
                         "projected beside the FLOP-derived step times")
@@ -220,57 +262,57 @@ def main():
     rows = load(args.measurements)
     model = calibrate(rows)
     out = []
-    for key, (a, b) in sorted(model["link"].items()):
-        out.append({"kind": "calibration", "link_mbit": key[0], "link_latency_us": key[1],
-                    "link_loss": key[2], "flows": 1, "alpha_us": a * 1e6,
-                    "beta_GBps": (1 / b / 1e9) if b > 0 else None})
-    for key, (a, b) in sorted(model["shared"].items()):
-        out.append({"kind": "calibration", "link_mbit": key[0], "link_latency_us": key[1],
-                    "link_loss": key[2], "flows": model["ranks_per_host"], "alpha_us": a * 1e6,
-                    "beta_GBps": (1 / b / 1e9) if b > 0 else None})
-    a_i, b_i = model["intra"]
-    out.append({"kind": "calibration", "link": "intra-host", "alpha_us": a_i * 1e6,
-                "beta_GBps": (1 / b_i / 1e9) if b_i > 0 else None})
-    for r in rows:
-        if r["impl"] != "retort-hierarchical" or setting(r) == UNSHAPED:
+    for level, terms in (("intra-host", model["intra"]), ("cross-host", model["cross"])):
+        for key, (a, b) in sorted(terms.items()):
+            out.append({"kind": "calibration", "level": level, "link_mbit": key[0],
+                        "link_latency_us": key[1], "link_loss": key[2], "alpha_us": a * 1e6,
+                        "beta_GBps": (1 / b / 1e9) if b > 0 else None})
+    for r in sorted(rows, key=lambda r: (r["impl"], setting(r), r["bytes"])):
+        if r["impl"] not in VALIDATED_IMPLS or setting(r) not in model["cross"]:
             continue
         key = setting(r)
-        pred = predict_hier(model, key, r["bytes"])
+        pred = predict(model, r["impl"], key, r["bytes"])
         meas = r["time_us"] * 1e-6
-        out.append({"kind": "validation", "link_mbit": key[0], "link_latency_us": key[1],
-                    "link_loss": key[2], "bytes": r["bytes"],
-                    "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3,
-                    "error_pct": (pred - meas) / meas * 100,
-                    "one_flow_predicted_ms": predict_hier(model, key, r["bytes"], False) * 1e3,
-                    "flat_predicted_ms": predict_flat(model, key, r["bytes"]) * 1e3})
+        out.append({"kind": "validation", "schedule": VALIDATED_IMPLS[r["impl"]],
+                    "link_mbit": key[0], "link_latency_us": key[1], "link_loss": key[2],
+                    "bytes": r["bytes"], "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3,
+                    "measured_ms_range": [r["time_us_min"] / 1e3, r["time_us_max"] / 1e3],
+                    "rounds": r["rounds"], "error_pct": (pred - meas) / meas * 100})
     if args.project:
         params, proj = project(args)
         for row in proj:
             out.append(dict(kind="projection", student_params=params, **row))
+    if args.svg_dir:
+        write_figures(out, args.svg_dir)
     if args.json:
         for o in out:
             print(json.dumps(o))
         return
-    print("| calibration | flows per link | alpha (us) | beta (GB/s) |\n| --- | --- | --- | --- |")
+    print("| link | level | alpha (us) | beta (GB/s) |\n| --- | --- | --- | --- |")
     for o in out:
         if o["kind"] == "calibration":
-            name = (describe((o["link_mbit"], o["link_latency_us"], o["link_loss"]))
-                    if "link_mbit" in o else o["link"])
             beta = "n/a" if o["beta_GBps"] is None else f"{o['beta_GBps']:.3f}"
-            print(f"| {name} | {o.get('flows', '-')} | {o['alpha_us']:.0f} | {beta} |")
-    print("\n| link | bytes | hierarchical predicted (ms) | measured (ms) | error |"
-          " predicted from 1-flow link terms (ms) |\n| --- | --- | --- | --- | --- | --- |")
-    errors = []
-    for o in out:
-        if o["kind"] == "validation":
-            errors.append(abs(o["error_pct"]))
             key = (o["link_mbit"], o["link_latency_us"], o["link_loss"])
-            print(f"| {describe(key)} | {o['bytes']} | {o['predicted_ms']:.1f} | "
-                  f"{o['measured_ms']:.1f} | {o['error_pct']:+.0f}% | "
-                  f"{o['one_flow_predicted_ms']:.1f} |")
-    if errors:
-        within = sum(e <= 15 for e in errors)
-        print(f"\nwithin 15%: {within} of {len(errors)} points; largest error {max(errors):.0f}%")
+            print(f"| {describe(key)} | {o['level']} | {o['alpha_us']:.0f} | {beta} |")
+    for schedule in VALIDATED_IMPLS.values():
+        print(f"\n{schedule}:\n\n| link | bytes | predicted (ms) | measured (ms), median "
+              "[range] | error |\n| --- | --- | --- | --- | --- |")
+        errors = {}  # (rate-limited?, size class) -> |error| of each point
+        for o in out:
+            if o["kind"] == "validation" and o["schedule"] == schedule:
+                group = (o["link_mbit"] > 0, o["bytes"] >= 1 << 20)
+                errors.setdefault(group, []).append(abs(o["error_pct"]))
+                key = (o["link_mbit"], o["link_latency_us"], o["link_loss"])
+                lo, hi = o["measured_ms_range"]
+                print(f"| {describe(key)} | {o['bytes']} | {o['predicted_ms']:.2f} | "
+                      f"{o['measured_ms']:.2f} [{lo:.2f}-{hi:.2f}] ({o['rounds']}) | "
+                      f"{o['error_pct']:+.0f}% |")
+        print()
+        for (limited, large), group in sorted(errors.items(), reverse=True):
+            within = sum(e <= 15 for e in group)
+            print(f"{schedule}, {'rate-limited links' if limited else 'no rate limit'}, "
+                  f"{'1 MiB and more' if large else 'under 1 MiB'}: within 15% at {within} of "
+                  f"{len(group)} points; largest error {max(group):.0f}%")
     if args.project:
         print(f"\nViT-S/16 student: {params} parameters, fp32 gradients "
               f"({params * 4 / 1e6:.0f} MB); batch {BATCH_PER_GPU} per GPU")

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -42,10 +43,42 @@ std::string LoadAverage() {
   return a + " " + b + " " + c;
 }
 
+// One process of a backend's run: where it runs and its place in its communicator.
+struct Placement {
+  int host = 0;
+  int group = 0;  // independent communicators run at once; each has its own store
+  int rank = 0;
+  int group_size = 0;
+};
+
+// The processes of one run of `backend`; the first one reports. ucx: one ring over all ranks,
+// numbered host by host (one flow per link and direction). ucx-interleaved: the same ring with
+// ranks dealt to hosts in turn, so every hop crosses a link and each link carries
+// ranks_per_host flows each way, as the hierarchical inter-host level does. hierarchical: the
+// intra-host then inter-host composition. intra: a ring inside every host, all hosts at once
+// (the hierarchical intra-host level alone, under the same contention). cross: a ring of one
+// rank per host (one flow per link: the inter-host level's link terms). scaling_model.py
+// calibrates on intra and cross and predicts hierarchical.
+std::vector<Placement> Layout(const std::string& backend, int hosts, int ranks_per_host) {
+  std::vector<Placement> out;
+  const int world = hosts * ranks_per_host;
+  if (backend == "intra") {
+    for (int r = 0; r < world; ++r)
+      out.push_back({r / ranks_per_host, r / ranks_per_host, r % ranks_per_host, ranks_per_host});
+  } else if (backend == "cross") {
+    for (int h = 0; h < hosts; ++h) out.push_back({h, 0, h, hosts});
+  } else {
+    const bool interleaved = backend == "ucx-interleaved";
+    for (int r = 0; r < world; ++r)
+      out.push_back({interleaved ? r % hosts : r / ranks_per_host, 0, r, world});
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t hosts = 2, ranks_per_host = 2, timeout_s = 300;
+  int64_t hosts = 2, ranks_per_host = 2, timeout_s = 300, rounds = 1;
   std::string rates = "0,4000,1000", latencies = "0", shaper = "auto",
               backends = "ucx,hierarchical", ops = "all_reduce,reduce_scatter";
   double loss = 0;
@@ -55,7 +88,7 @@ int main(int argc, char** argv) {
   retort::ArgParser args(
       "shaped_links_bench [--hosts=2] [--ranks_per_host=2] [--rates_mbit=0,4000,1000]\n"
       "                   [--latencies_us=0,500] [--loss=0.001] [--shaper=auto|tbf|emulator]\n"
-      "                   [...]",
+      "                   [--rounds=3] [...]",
       "Runs retort's flat and hierarchical collectives across test hosts (network namespaces,\n"
       "root only) whose links are shaped with tc tbf (rate) or the userspace link emulator\n"
       "(rate, one-way latency, loss); prints JSON lines (busbw as collectives_bench defines it)\n"
@@ -78,22 +111,37 @@ int main(int argc, char** argv) {
   args.AddString("backends", &backends,
                  "comma list: ucx (flat ring, ranks host by host: one flow per link and "
                  "direction), ucx-interleaved (flat ring, ranks dealt to hosts in turn: "
-                 "ranks_per_host flows per link), hierarchical");
+                 "ranks_per_host flows per link), hierarchical, intra (a ring inside every "
+                 "host, all at once: the hierarchical intra-host level alone), cross (a ring "
+                 "of one rank per host: one flow per link)");
   args.AddString("ops", &ops, "collectives_bench --ops");
   args.AddInt("min_bytes", &min_bytes, "smallest size (bytes; sizes grow x4)");
   args.AddInt("max_bytes", &max_bytes, "largest size (bytes)");
   args.AddString("collectives_bench", &bench, "path of collectives_bench");
   args.AddInt("timeout_s", &timeout_s, "deadline of each run of every rank");
+  args.AddInt("rounds", &rounds,
+              "runs of every backend at each link setting, the backends taking turns so that "
+              "each sees the same load (lines carry \"round\"; scaling_model.py takes medians)");
   auto parsed = args.Parse(argc, argv);
   if (!parsed.ok()) {
     std::cerr << "shaped_links_bench: " << parsed.status().message() << "\n";
     return 2;
   }
   if (!*parsed) return 0;
-  if (hosts < 2 || ranks_per_host < 1) {
-    std::cerr << "shaped_links_bench: --hosts must be >= 2 and --ranks_per_host >= 1 (got " << hosts
-              << ", " << ranks_per_host << ")\n";
+  if (hosts < 2 || ranks_per_host < 1 || rounds < 1) {
+    std::cerr << "shaped_links_bench: --hosts must be >= 2, --ranks_per_host and --rounds >= 1 "
+                 "(got "
+              << hosts << ", " << ranks_per_host << ", " << rounds << ")\n";
     return 2;
+  }
+  for (const std::string& backend : Split(backends)) {
+    static const std::set<std::string> kKnown = {"ucx", "ucx-interleaved", "hierarchical", "intra",
+                                                 "cross"};
+    if (!kKnown.count(backend)) {
+      std::cerr << "shaped_links_bench: unknown backend '" << backend
+                << "' (ucx, ucx-interleaved, hierarchical, intra, cross)\n";
+      return 2;
+    }
   }
   std::vector<int64_t> latency_list;
   for (const std::string& l : Split(latencies)) latency_list.push_back(std::stoll(l));
@@ -120,7 +168,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("{\"comment\":\"load before\",\"loadavg\":\"%s\"}\n", LoadAverage().c_str());
-  const int world = static_cast<int>(hosts * ranks_per_host);
   int run = 0, failures = 0;
   for (const std::string& rate : Split(rates)) {
     for (const int64_t latency_us : latency_list) {
@@ -145,53 +192,55 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      for (const std::string& backend : Split(backends)) {
-        const std::string run_dir = dir + "/run" + std::to_string(run++);
-        std::vector<std::unique_ptr<Subprocess>> ranks;
-        // ucx-interleaved: the flat ring with ranks dealt to hosts in turn, so every ring
-        // hop crosses a host link and each link carries ranks_per_host flows each way, as the
-        // hierarchical schedule's inter-host level does.
-        const bool interleaved = backend == "ucx-interleaved";
-        for (int r = 0; r < world; ++r) {
-          const int host =
-              interleaved ? r % static_cast<int>(hosts) : r / static_cast<int>(ranks_per_host);
-          ranks.push_back(test_hosts->Spawn(
-              host,
-              {bench, "--rank=" + std::to_string(r), "--ranks=" + std::to_string(world),
-               "--store-dir=" + run_dir + "/store",
-               "--backend=" + std::string(interleaved ? "ucx" : backend),
-               "--local-size=" + std::to_string(ranks_per_host), "--ops=" + ops,
-               "--min-bytes=" + std::to_string(min_bytes),
-               "--max-bytes=" + std::to_string(max_bytes), "--label=retort-" + backend},
-              run_dir + "-rank" + std::to_string(r) + ".log"));
-        }
-        bool ok = true;
-        for (int r = 0; r < world; ++r) {
-          auto rc = ranks[r]->Wait(milliseconds(timeout_s * 1000));
-          if (!rc || *rc != 0) {
-            ok = false;
-            std::cerr << "shaped_links_bench: rank " << r << " of " << backend << " at " << mbit
-                      << " Mbit/s, " << latency_us << " us "
-                      << (rc ? "exited " + std::to_string(*rc) : "timed out") << ":\n"
-                      << ranks[r]->Log() << "\n";
+      for (int64_t round = 0; round < rounds; ++round) {
+        for (const std::string& backend : Split(backends)) {
+          const std::string run_dir = dir + "/run" + std::to_string(run++);
+          const std::vector<Placement> layout =
+              Layout(backend, static_cast<int>(hosts), static_cast<int>(ranks_per_host));
+          std::vector<std::unique_ptr<Subprocess>> ranks;
+          for (size_t p = 0; p < layout.size(); ++p) {
+            const Placement& place = layout[p];
+            ranks.push_back(test_hosts->Spawn(
+                place.host,
+                {bench, "--rank=" + std::to_string(place.rank),
+                 "--ranks=" + std::to_string(place.group_size),
+                 "--store-dir=" + run_dir + "/store" + std::to_string(place.group),
+                 "--backend=" + std::string(backend == "hierarchical" ? "hierarchical" : "ucx"),
+                 "--local-size=" + std::to_string(ranks_per_host), "--ops=" + ops,
+                 "--min-bytes=" + std::to_string(min_bytes),
+                 "--max-bytes=" + std::to_string(max_bytes), "--label=retort-" + backend},
+                run_dir + "-rank" + std::to_string(p) + ".log"));
           }
+          bool ok = true;
+          for (size_t r = 0; r < ranks.size(); ++r) {
+            auto rc = ranks[r]->Wait(milliseconds(timeout_s * 1000));
+            if (!rc || *rc != 0) {
+              ok = false;
+              std::cerr << "shaped_links_bench: rank " << r << " of " << backend << " at " << mbit
+                        << " Mbit/s, " << latency_us << " us "
+                        << (rc ? "exited " + std::to_string(*rc) : "timed out") << ":\n"
+                        << ranks[r]->Log() << "\n";
+            }
+          }
+          if (!ok) {
+            ++failures;
+            continue;
+          }
+          std::istringstream lines(ranks[0]->Log());
+          for (std::string line; std::getline(lines, line);) {
+            if (line.empty() || line.front() != '{' || line.back() != '}') continue;
+            line.pop_back();
+            std::printf(
+                "%s,\"link_mbit\":%lld,\"link_latency_us\":%lld,\"link_loss\":%g,"
+                "\"shaper\":\"%s\",\"queue_ms\":%lld,\"hosts\":%lld,\"ranks_per_host\":%lld,"
+                "\"round\":%lld}\n",
+                line.c_str(), static_cast<long long>(mbit), static_cast<long long>(latency_us),
+                loss, shaper.c_str(), static_cast<long long>(shaper == "emulator" ? queue_ms : 50),
+                static_cast<long long>(hosts), static_cast<long long>(ranks_per_host),
+                static_cast<long long>(round));
+          }
+          std::fflush(stdout);
         }
-        if (!ok) {
-          ++failures;
-          continue;
-        }
-        std::istringstream lines(ranks[0]->Log());
-        for (std::string line; std::getline(lines, line);) {
-          if (line.empty() || line.front() != '{' || line.back() != '}') continue;
-          line.pop_back();
-          std::printf(
-              "%s,\"link_mbit\":%lld,\"link_latency_us\":%lld,\"link_loss\":%g,"
-              "\"shaper\":\"%s\",\"queue_ms\":%lld,\"hosts\":%lld,\"ranks_per_host\":%lld}\n",
-              line.c_str(), static_cast<long long>(mbit), static_cast<long long>(latency_us), loss,
-              shaper.c_str(), static_cast<long long>(shaper == "emulator" ? queue_ms : 50),
-              static_cast<long long>(hosts), static_cast<long long>(ranks_per_host));
-        }
-        std::fflush(stdout);
       }
       if (shaper == "emulator") {
         // What the emulators did at this setting, summed over the hosts' links.

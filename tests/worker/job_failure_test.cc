@@ -58,5 +58,35 @@ TEST(JobFailureTest, MakeJobFailureNamesCodePhaseAndStep) {
             4096u);
 }
 
+// A worker whose every generation start fails the same way (a build without the CUDA data
+// plane) fails the job on the third start instead of re-joining for ever.
+TEST(JobFailureTest, TheSameGenerationStartErrorThreeTimesInARowFailsTheJob) {
+  const Status lacks = FailedPreconditionError("this build lacks the CUDA data plane");
+  GenerationStartFailures starts;
+  EXPECT_FALSE(starts.Failed(lacks));
+  EXPECT_FALSE(starts.Failed(UnavailableError("a peer went away")));  // neither counts nor resets
+  EXPECT_FALSE(starts.Failed(AbortedError("superseded")));
+  EXPECT_EQ(starts.in_a_row(), 1);
+  EXPECT_FALSE(starts.Failed(lacks));
+  EXPECT_TRUE(starts.Failed(lacks));
+  EXPECT_EQ(starts.in_a_row(), GenerationStartFailures::kTries);
+}
+
+TEST(JobFailureTest, AStartThatSucceedsOrADifferentErrorResetsTheCount) {
+  const Status duplicate = InvalidArgumentError("ncclCommInitRankConfig: duplicate GPU");
+  GenerationStartFailures starts;
+  EXPECT_FALSE(starts.Failed(duplicate));
+  EXPECT_FALSE(starts.Failed(duplicate));
+  starts.Started();
+  EXPECT_FALSE(starts.Failed(duplicate));
+  EXPECT_FALSE(starts.Failed(duplicate));
+  EXPECT_FALSE(starts.Failed(InternalError("replica length differs")));
+  EXPECT_EQ(starts.in_a_row(), 1);
+  EXPECT_FALSE(starts.Failed(duplicate));
+  // Only transient errors, however many: the job goes on retrying.
+  GenerationStartFailures transient;
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(transient.Failed(DeadlineExceededError("bootstrap")));
+}
+
 }  // namespace
 }  // namespace retort::worker
