@@ -43,6 +43,7 @@ import sys
 import numpy as np
 
 import svg_chart
+from link_settings import describe, setting
 
 
 def load(path):
@@ -85,21 +86,6 @@ def fit(xs, ys):
 def ring_terms(n, s):
     """(steps, bytes per rank per step x steps) of an n-rank ring over S bytes."""
     return (n - 1, (n - 1) * s / n)
-
-
-def setting(row):
-    """A row's link setting: (rate Mbit/s, one-way latency us, loss); older files have rate only."""
-    return (row["link_mbit"], row.get("link_latency_us", 0), row.get("link_loss", 0.0))
-
-
-def describe(key):
-    rate, latency, loss = key
-    text = f"{rate} Mbit/s" if rate else "no rate limit"
-    if latency:
-        text += f", {latency} us"
-    if loss:
-        text += f", loss {loss:g}"
-    return text
 
 
 CALIBRATION_IMPLS = ("retort-intra", "retort-cross")

@@ -7,14 +7,7 @@ import json
 import statistics
 import sys
 
-
-def describe(rate, latency, loss):
-    text = f"{rate} Mbit/s" if rate else "no limit"
-    if latency:
-        text += f", {latency} us"
-    if loss:
-        text += f", loss {loss:g}"
-    return text
+from link_settings import describe, setting
 
 
 def main():
@@ -28,8 +21,7 @@ def main():
             if not line.startswith('{"impl"'):
                 continue
             r = json.loads(line)
-            key = ((r["link_mbit"], r.get("link_latency_us", 0), r.get("link_loss", 0.0)), r["op"],
-                   r["bytes"], r["impl"])
+            key = (setting(r), r["op"], r["bytes"], r["impl"])
             samples.setdefault(key, []).append(r["busbw_GBps"])
     if not samples:
         sys.exit(f"summarize: no result lines in {args.results}")
@@ -47,7 +39,7 @@ def main():
             cells.append((flat, hier))
             if flat and hier:
                 ratios.append(hier / flat)
-        out.append({"link": describe(*link), "op": op, "sizes": sizes, "flat_GBps":
+        out.append({"link": describe(link), "op": op, "sizes": sizes, "flat_GBps":
                     [c[0] for c in cells], "hierarchical_GBps": [c[1] for c in cells],
                     "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None})
