@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # End to end on a tiny scale: shaped_links_bench on test hosts (2 hosts x 2 ranks, one emulated
-# 1000 Mbit/s link setting, 64-256 KiB, 2 rounds, every backend the model reads) feeds
-# scaling_model.py, whose JSON must hold the calibration of both levels, a prediction for both
-# schedules at every size, the projection, and two well-formed SVG figures. Exits 77 (ctest:
+# 1000 Mbit/s link setting, 256 KiB-1 MiB, 2 rounds, every backend the model reads) feeds
+# scaling_model.py, whose JSON must hold the calibration of the intra-host level and of the host
+# link (per-operation, per-step and per-byte terms), a prediction for both schedules at every
+# size, the projection, and two well-formed SVG figures. It checks the pipeline, not the fit:
+# at these sizes, under a loaded CI machine, a term may come out unidentifiable (0; a bandwidth
+# term of 0 reads as beta_GBps null), which the model allows. Exits 77 (ctest:
 # skipped) where test hosts cannot be made (not root, no namespaces).
 # Usage: model_smoke_test.sh BUILD_DIR PYTHON
 set -euo pipefail
@@ -13,7 +16,7 @@ work=$(mktemp -d /tmp/retort_model_smoke.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 if ! "$build/bench/multihost/shaped_links_bench" --shaper=emulator --rates_mbit=1000 \
-  --backends=ucx,hierarchical,intra,cross --min_bytes=65536 --max_bytes=262144 \
+  --backends=ucx,ucx-interleaved,hierarchical,intra,cross --min_bytes=262144 --max_bytes=1048576 \
   --ops=reduce_scatter --rounds=2 >"$work/results.jsonl" 2>"$work/bench.err"; then
   if grep -q "cannot make test hosts" "$work/bench.err"; then
     echo "SKIP: $(cat "$work/bench.err")"
@@ -29,16 +32,17 @@ import json, sys, xml.etree.ElementTree as ET
 work = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{work}/model.jsonl")]
 levels = {r["level"] for r in rows if r["kind"] == "calibration"}
-assert levels == {"intra-host", "cross-host"}, levels
+assert levels == {"intra-host", "host link"}, levels
 for r in rows:
     if r["kind"] == "calibration":
-        assert r["beta_GBps"] and r["beta_GBps"] > 0, r
+        assert (r["beta_GBps"] is None or r["beta_GBps"] > 0) and r["alpha_us"] >= 0, r
+        assert r["level"] == "intra-host" or r["per_op_us"] >= 0, r
 validation = [r for r in rows if r["kind"] == "validation"]
 for schedule in ("hierarchical", "flat ring"):
     sizes = sorted(r["bytes"] for r in validation if r["schedule"] == schedule)
-    assert sizes == [65536, 262144], (schedule, sizes)
+    assert sizes == [262144, 1048576], (schedule, sizes)
 for r in validation:
-    assert r["rounds"] == 2 and r["predicted_ms"] > 0 and r["measured_ms"] > 0, r
+    assert r["rounds"] == 2 and r["predicted_ms"] >= 0 and r["measured_ms"] > 0, r
     lo, hi = r["measured_ms_range"]
     assert lo <= r["measured_ms"] <= hi, r
 projection = [r for r in rows if r["kind"] == "projection"]

@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
 """Alpha-beta (latency-bandwidth) model of retort's ZeRO-1 data plane, calibrated on test hosts.
 
-Schedules modelled (collectives/README.md), H hosts x L ranks, n = H * L, S bytes:
-  flat ring reduce-scatter / all-gather over n ranks:   (n-1) * (a_e + S/n * b_e)
-    (node-major ring: each host link carries one flow; the bottleneck is the inter-host link)
+Schedules modelled (collectives/README.md), H hosts x L ranks, n = H * L, S bytes. The link
+part of a schedule costs c + k * a + B * b: c once per operation, a per ring step, b per byte
+through the busiest host link (one direction); k steps and B bytes for each schedule:
+  cross (a ring of one rank per host):            k = H-1, B = (H-1) * S/H
+  interleaved flat ring (ranks dealt to hosts):   k = n-1, B = (n-1) * L * S/n  (L flows a link)
+  flat ring, node-major (the one retort runs):    k = n-1, B = (n-1) * S/n      (one flow)
   hierarchical: intra-host RS over L, then inter-host RS among equal local indices:
-    (L-1) * (a_i + S/L * b_i) + (H-1) * (a_e + S/H * b_e)
+    (L-1) * (a_i + S/L * b_i)  +  c + (H-1) * a + (H-1) * S/H * b
     (the L inter-host flows of a host share its link: L * S/(L*H) bytes per step)
 
 Calibration, from shaped_links_bench JSON lines (reduce_scatter, several sizes, several link
-settings -- rate, one-way latency, loss -- one run; with --rounds, the median of the rounds):
-  a_i, b_i per link setting: fitted on `intra` (a ring inside every host, all hosts at once:
-            the intra-host level alone, under the same contention);
-  a_e, b_e per link setting: fitted on `cross` (a ring of one rank per host: one flow per link);
-  both by least squares of the relative error over the sizes.
-Validation: the hierarchical schedule *and* the 4-rank flat ring at every setting are predicted
-from those terms (neither is fitted) and compared with their measured times. The prediction
-assumes what the projection assumes: the levels add up, L flows share a link as well as one,
-and a ring's per-step cost does not depend on its length.
+settings -- rate, one-way latency, loss -- one run; with --rounds, the median of the rounds),
+per link setting, by least squares of the relative error over the sizes, every term >= 0:
+  c, a, b:  on `cross` and `ucx-interleaved` together (the two differ in steps per byte, which
+            tells the per-operation cost from the per-step one); without interleaved lines,
+            on `cross` alone with c = 0;
+  a_i, b_i: on `intra` (a ring inside every host, all hosts at once: the intra-host level
+            alone, under the same contention).
+Validation: the hierarchical schedule and the node-major flat ring, the two retort runs, are
+predicted at every setting from those terms (neither is fitted) and compared with their
+measured times. The prediction assumes what the projection assumes: the levels add up, and L
+flows share a link as well as one.
 
 Projection (--project): ViT-B/16 -> ViT-S/16 distillation on G GPUs, 8 per node, batch 256
 per GPU. Every figure that is not a namespace measurement is a stated assumption (flag
@@ -70,56 +75,79 @@ def load(path):
 
 
 def fit(xs, ys):
-    """Least squares of the *relative* error of y = a * x0 + b * x1, a, b >= 0; xs: (x0, x1).
-
-    Relative, because the model is judged by its relative error: an absolute fit is decided by
-    the largest size alone."""
+    """Least squares of the *relative* error of y = sum(coef_j * x_j), every coef_j >= 0 (a
+    term that comes out negative is not identifiable from these sizes: it is dropped and the
+    rest refitted). Relative, because the model is judged by its relative error: an absolute
+    fit is decided by the largest size alone. Returns the coefficients as floats."""
     A = np.array(xs, dtype=float)
     y = np.array(ys, dtype=float)
-    A, y = A / y[:, None], np.ones_like(y)
-    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
-    if a < 0:  # latency not identifiable from these sizes: bandwidth only
-        a, b = 0.0, float(np.dot(A[:, 1], y) / np.dot(A[:, 1], A[:, 1]))
-    return float(a), float(b)
+    A, target = A / y[:, None], np.ones_like(y)
+    active = list(range(A.shape[1]))
+    while True:
+        coef, *_ = np.linalg.lstsq(A[:, active], target, rcond=None)
+        if min(coef) >= 0 or len(active) == 1:
+            break
+        del active[int(np.argmin(coef))]
+    out = [0.0] * A.shape[1]
+    for j, c in zip(active, coef):
+        out[j] = max(0.0, float(c))
+    return out
 
 
-def ring_terms(n, s):
-    """(steps, bytes per rank per step x steps) of an n-rank ring over S bytes."""
-    return (n - 1, (n - 1) * s / n)
+def link_terms(impl, H, L, s):
+    """(1, k, B) of impl's cross-host part for S = s bytes: see the docstring."""
+    n = H * L
+    if impl == "retort-cross":
+        return (1, H - 1, (H - 1) * s / H)
+    if impl == "retort-ucx-interleaved":
+        return (1, n - 1, (n - 1) * L * s / n)
+    if impl == "retort-ucx":
+        return (1, n - 1, (n - 1) * s / n)
+    if impl == "retort-hierarchical":
+        return (1, H - 1, (H - 1) * s / H)
+    raise ValueError(impl)
 
 
-CALIBRATION_IMPLS = ("retort-intra", "retort-cross")
 VALIDATED_IMPLS = {"retort-hierarchical": "hierarchical", "retort-ucx": "flat ring"}
 
 
 def calibrate(rows):
     impls = {r["impl"] for r in rows}
-    for need in CALIBRATION_IMPLS + ("retort-hierarchical",):
+    for need in ("retort-intra", "retort-cross", "retort-hierarchical"):
         if need not in impls:
             sys.exit(f"scaling_model: no {need} lines (run shaped_links_bench with "
-                     "--backends=ucx,hierarchical,intra,cross)")
+                     "--backends=ucx,ucx-interleaved,hierarchical,intra,cross)")
     H = rows[0]["hosts"]
     L = rows[0]["ranks_per_host"]
-    intra, cross = {}, {}
+    intra, link = {}, {}
     for key in sorted({setting(r) for r in rows}):
-        for impl, n, terms in (("retort-intra", L, intra), ("retort-cross", H, cross)):
-            runs = [r for r in rows if r["impl"] == impl and setting(r) == key]
-            if len(runs) < 2:
-                sys.exit(f"scaling_model: {impl} needs two sizes or more at {describe(key)}")
-            terms[key] = fit([ring_terms(n, r["bytes"]) for r in runs],
-                             [r["time_us"] * 1e-6 for r in runs])
-    return {"hosts": H, "ranks_per_host": L, "intra": intra, "cross": cross}
+        at = [r for r in rows if setting(r) == key]
+        runs = [r for r in at if r["impl"] == "retort-intra"]
+        if len(runs) < 2:
+            sys.exit(f"scaling_model: intra needs two sizes or more at {describe(key)}")
+        intra[key] = fit([(L - 1, (L - 1) * r["bytes"] / L) for r in runs],
+                         [r["time_us"] * 1e-6 for r in runs])
+        runs = [r for r in at if r["impl"] in ("retort-cross", "retort-ucx-interleaved")]
+        if len([r for r in runs if r["impl"] == "retort-cross"]) < 2:
+            sys.exit(f"scaling_model: cross needs two sizes or more at {describe(key)}")
+        xs = [link_terms(r["impl"], H, L, r["bytes"]) for r in runs]
+        ys = [r["time_us"] * 1e-6 for r in runs]
+        if not any(r["impl"] == "retort-ucx-interleaved" for r in runs):
+            xs = [(0, x[1], x[2]) for x in xs]  # one ring length: c and a are one term
+        link[key] = fit(xs, ys)
+    return {"hosts": H, "ranks_per_host": L, "intra": intra, "link": link}
 
 
 def predict(model, impl, key, s):
     """Predicted seconds of `impl`'s reduce-scatter of s bytes at link setting `key`."""
     H, L = model["hosts"], model["ranks_per_host"]
-    a_i, b_i = model["intra"][key]
-    a_e, b_e = model["cross"][key]
+    c, a, b = model["link"][key]
+    one, k, B = link_terms(impl, H, L, s)
+    cross_host = one * c + k * a + B * b
     if impl == "retort-ucx":
-        n = H * L
-        return (n - 1) * (a_e + s / n * b_e)
-    return (L - 1) * (a_i + s / L * b_i) + (H - 1) * (a_e + s / H * b_e)
+        return cross_host
+    a_i, b_i = model["intra"][key]
+    return (L - 1) * (a_i + s / L * b_i) + cross_host
 
 
 def vit_params(dim, depth, image=224, patch=16, channels=3, classes=1000, mlp_ratio=4):
@@ -185,23 +213,25 @@ def write_figures(out, directory):
     """validation.svg (predicted vs measured) and, with --project, projection.svg (efficiency
     against GPUs) into `directory`."""
     os.makedirs(directory, exist_ok=True)
-    chart = svg_chart.Chart("Alpha-beta model: predicted vs measured reduce-scatter",
-                            "measured (ms)", "predicted (ms)", x_log=True, y_log=True,
-                            width=520, height=400, legend="upper left")
-    validation = [o for o in out if o["kind"] == "validation"]
-    for schedule in VALIDATED_IMPLS.values():
-        for limited, link in ((True, "rate-limited links"), (False, "no rate limit")):
-            chart.add_series(f"{schedule}, {link}",
-                             [(o["measured_ms"], o["predicted_ms"]) for o in validation
-                              if o["schedule"] == schedule and (o["link_mbit"] > 0) == limited],
-                             lines=False)
-    lo = min(min(o["measured_ms"], o["predicted_ms"]) for o in validation) / 2
-    hi = max(max(o["measured_ms"], o["predicted_ms"]) for o in validation) * 2
-    chart.add_guide("predicted = measured", [(lo, lo), (hi, hi)], colour="#333333")
-    chart.add_guide("+/-15%", [(lo, lo * 1.15), (hi, hi * 1.15)])
-    chart.add_guide(None, [(lo, lo * 0.85), (hi, hi * 0.85)])
-    with open(os.path.join(directory, "validation.svg"), "w") as f:
-        f.write(svg_chart.figure([chart], columns=1))
+    # Log axes: a prediction of 0 (every term unidentifiable at that setting) is left out.
+    validation = [o for o in out if o["kind"] == "validation" and o["predicted_ms"] > 0]
+    if validation:
+        chart = svg_chart.Chart("Alpha-beta model: predicted vs measured reduce-scatter",
+                                "measured (ms)", "predicted (ms)", x_log=True, y_log=True,
+                                width=520, height=400, legend="upper left")
+        for schedule in VALIDATED_IMPLS.values():
+            for limited, link in ((True, "rate-limited links"), (False, "no rate limit")):
+                points = [(o["measured_ms"], o["predicted_ms"]) for o in validation
+                          if o["schedule"] == schedule and (o["link_mbit"] > 0) == limited]
+                if points:
+                    chart.add_series(f"{schedule}, {link}", points, lines=False)
+        lo = min(min(o["measured_ms"], o["predicted_ms"]) for o in validation) / 2
+        hi = max(max(o["measured_ms"], o["predicted_ms"]) for o in validation) * 2
+        chart.add_guide("predicted = measured", [(lo, lo), (hi, hi)], colour="#333333")
+        chart.add_guide("+/-15%", [(lo, lo * 1.15), (hi, hi * 1.15)])
+        chart.add_guide(None, [(lo, lo * 0.85), (hi, hi * 0.85)])
+        with open(os.path.join(directory, "validation.svg"), "w") as f:
+            f.write(svg_chart.figure([chart], columns=1))
     projection = [o for o in out if o["kind"] == "projection"]
     if not projection:
         return
@@ -248,13 +278,16 @@ def main():
     rows = load(args.measurements)
     model = calibrate(rows)
     out = []
-    for level, terms in (("intra-host", model["intra"]), ("cross-host", model["cross"])):
-        for key, (a, b) in sorted(terms.items()):
-            out.append({"kind": "calibration", "level": level, "link_mbit": key[0],
-                        "link_latency_us": key[1], "link_loss": key[2], "alpha_us": a * 1e6,
-                        "beta_GBps": (1 / b / 1e9) if b > 0 else None})
+    for key, (a, b) in sorted(model["intra"].items()):
+        out.append({"kind": "calibration", "level": "intra-host", "link_mbit": key[0],
+                    "link_latency_us": key[1], "link_loss": key[2], "per_op_us": None,
+                    "alpha_us": a * 1e6, "beta_GBps": (1 / b / 1e9) if b > 0 else None})
+    for key, (c, a, b) in sorted(model["link"].items()):
+        out.append({"kind": "calibration", "level": "host link", "link_mbit": key[0],
+                    "link_latency_us": key[1], "link_loss": key[2], "per_op_us": c * 1e6,
+                    "alpha_us": a * 1e6, "beta_GBps": (1 / b / 1e9) if b > 0 else None})
     for r in sorted(rows, key=lambda r: (r["impl"], setting(r), r["bytes"])):
-        if r["impl"] not in VALIDATED_IMPLS or setting(r) not in model["cross"]:
+        if r["impl"] not in VALIDATED_IMPLS or setting(r) not in model["link"]:
             continue
         key = setting(r)
         pred = predict(model, r["impl"], key, r["bytes"])
@@ -274,12 +307,14 @@ def main():
         for o in out:
             print(json.dumps(o))
         return
-    print("| link | level | alpha (us) | beta (GB/s) |\n| --- | --- | --- | --- |")
+    print("| link | level | per operation c (us) | per step a (us) | bandwidth 1/b (GB/s) |\n"
+          "| --- | --- | --- | --- | --- |")
     for o in out:
         if o["kind"] == "calibration":
             beta = "n/a" if o["beta_GBps"] is None else f"{o['beta_GBps']:.3f}"
+            per_op = "-" if o["per_op_us"] is None else f"{o['per_op_us']:.0f}"
             key = (o["link_mbit"], o["link_latency_us"], o["link_loss"])
-            print(f"| {describe(key)} | {o['level']} | {o['alpha_us']:.0f} | {beta} |")
+            print(f"| {describe(key)} | {o['level']} | {per_op} | {o['alpha_us']:.0f} | {beta} |")
     for schedule in VALIDATED_IMPLS.values():
         print(f"\n{schedule}:\n\n| link | bytes | predicted (ms) | measured (ms), median "
               "[range] | error |\n| --- | --- | --- | --- | --- |")

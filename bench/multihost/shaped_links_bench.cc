@@ -57,8 +57,8 @@ struct Placement {
 // ranks_per_host flows each way, as the hierarchical inter-host level does. hierarchical: the
 // intra-host then inter-host composition. intra: a ring inside every host, all hosts at once
 // (the hierarchical intra-host level alone, under the same contention). cross: a ring of one
-// rank per host (one flow per link: the inter-host level's link terms). scaling_model.py
-// calibrates on intra and cross and predicts hierarchical.
+// rank per host (one flow per link). scaling_model.py calibrates on intra, cross and
+// ucx-interleaved and predicts ucx and hierarchical.
 std::vector<Placement> Layout(const std::string& backend, int hosts, int ranks_per_host) {
   std::vector<Placement> out;
   const int world = hosts * ranks_per_host;
