@@ -170,7 +170,6 @@ Status TrainingSession::Train() {
       if (agent_) agent_->FailJob(MakeJobFailure(FailurePhase::kSetup, s, global_step_));
       return s;
     }
-    if (s.ok()) start_failures.Started();
     if (!s.ok()) {
       // A newer generation superseded this one while bootstrapping, or a peer vanished: wait
       // for the coordinator's next generation.
@@ -180,6 +179,7 @@ Status TrainingSession::Train() {
       stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
+    start_failures.Started();
     const int64_t first_step = global_step_;
     s = RunSteps(*a);
     if (global_step_ > first_step) stuck_ms = kStuckGenerationMs;

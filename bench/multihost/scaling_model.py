@@ -97,14 +97,12 @@ def fit(xs, ys):
 def link_terms(impl, H, L, s):
     """(1, k, B) of impl's cross-host part for S = s bytes: see the docstring."""
     n = H * L
-    if impl == "retort-cross":
+    if impl in ("retort-cross", "retort-hierarchical"):  # inter-host level: a cross ring's bytes
         return (1, H - 1, (H - 1) * s / H)
     if impl == "retort-ucx-interleaved":
         return (1, n - 1, (n - 1) * L * s / n)
     if impl == "retort-ucx":
         return (1, n - 1, (n - 1) * s / n)
-    if impl == "retort-hierarchical":
-        return (1, H - 1, (H - 1) * s / H)
     raise ValueError(impl)
 
 

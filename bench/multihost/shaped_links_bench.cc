@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -135,11 +134,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const std::string& backend : Split(backends)) {
-    static const std::set<std::string> kKnown = {"ucx", "ucx-interleaved", "hierarchical", "intra",
-                                                 "cross"};
-    if (!kKnown.count(backend)) {
-      std::cerr << "shaped_links_bench: unknown backend '" << backend
-                << "' (ucx, ucx-interleaved, hierarchical, intra, cross)\n";
+    static const std::vector<std::string> kKnown = {"ucx", "ucx-interleaved", "hierarchical",
+                                                    "intra", "cross"};
+    if (std::find(kKnown.begin(), kKnown.end(), backend) == kKnown.end()) {
+      std::cerr << "shaped_links_bench: unknown backend '" << backend << "' (";
+      for (size_t i = 0; i < kKnown.size(); ++i) std::cerr << (i ? ", " : "") << kKnown[i];
+      std::cerr << ")\n";
       return 2;
     }
   }
