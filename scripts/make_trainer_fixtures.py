@@ -18,6 +18,12 @@
       OUTDIR/cnn.pt  scripted Fashion-MNIST CNN (1x28x28 -> 10) with two BatchNorm layers and
                      dropout, freshly initialised: a bring-your-own student or teacher
       OUTDIR/untrained.safetensors  its initial state_dict(): a teacher at chance level
+  make_trainer_fixtures.py shared ROOT [--force] [KIND...]
+      The fixtures above that need no input (KIND: torchscript, batchnorm, batchnorm-fm; all
+      three by default), made once for many tests: each into ROOT/KIND, built in a temporary
+      folder and renamed into place with a ROOT/KIND/.complete marker, so tests running side by
+      side never read half a fixture. A kind already complete is kept unless --force (the ctest
+      fixture `python_fixtures` remakes all of them once per test run).
   make_trainer_fixtures.py torchscript-forward MODEL WEIGHTS INPUT OUT
       Loads the TorchScript MODEL, loads safetensors WEIGHTS into it strictly (parameters and
       buffers, as retort exports them), runs it in eval mode on INPUT's "images" and writes OUT
@@ -31,8 +37,10 @@ safetensors are read and written here with json + torch.frombuffer (no package n
 """
 import json
 import os
+import shutil
 import struct
 import sys
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -186,8 +194,41 @@ def vit_forward(weights, inputs, out, config):
     write_safetensors(out, {"logits": logits})
 
 
+SHARED_KINDS = {"torchscript": torchscript, "batchnorm": batchnorm, "batchnorm-fm": batchnorm_fm}
+
+
+def shared(root, args):
+    force = "--force" in args
+    kinds = [a for a in args if a != "--force"] or list(SHARED_KINDS)
+    unknown = [k for k in kinds if k not in SHARED_KINDS]
+    if unknown:
+        sys.exit(f"make_trainer_fixtures: unknown shared fixture(s) {unknown}; "
+                 f"known: {list(SHARED_KINDS)}")
+    os.makedirs(root, exist_ok=True)
+    for kind in kinds:
+        final = os.path.join(root, kind)
+        if not force and os.path.exists(os.path.join(final, ".complete")):
+            continue
+        staging = tempfile.mkdtemp(prefix=f".{kind}.", dir=root)
+        os.chmod(staging, 0o755)
+        SHARED_KINDS[kind](staging)
+        open(os.path.join(staging, ".complete"), "w").close()
+        old = None
+        if os.path.exists(final):
+            old = tempfile.mkdtemp(prefix=f".{kind}.old.", dir=root)
+            os.rename(final, os.path.join(old, "x"))
+        try:
+            os.rename(staging, final)
+        except OSError:  # another process put it in place first: theirs is as good
+            shutil.rmtree(staging, ignore_errors=True)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "torchscript":
+    if len(sys.argv) >= 3 and sys.argv[1] == "shared":
+        shared(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "torchscript":
         torchscript(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "batchnorm":
         batchnorm(sys.argv[2])

@@ -1,7 +1,8 @@
 // Where one job run by the local launcher (retort-run) keeps its files, and what an earlier run
 // left there. By default one directory holds everything of a run:
 //   OUTPUT/job.json            the job spec handed to the coordinator (output_dir = OUTPUT)
-//   OUTPUT/metrics.jsonl       one line per completed step (rank 0)
+//   OUTPUT/metrics.jsonl       one line per completed step (rank 0); the step in flight when a
+//                              member fails may appear twice (old and next generation), no other
 //   OUTPUT/steps/              every rank's step log (worker/step_log.h)
 //   OUTPUT/traces/             step traces on request (worker/trace_recorder.h)
 //   OUTPUT/result.json         the job's result (rank 0, at the end)

@@ -18,7 +18,9 @@
 //
 // Threading: GenerationHandler callbacks arrive on the agent's threads and only post to the
 // session's mailbox (session_mailbox.h); all training happens on the session's own thread,
-// which reads the mailbox. The agent is borrowed.
+// which reads the mailbox. The session has no lock of its own: every state shared between those
+// threads lives in the mailbox, whose methods take its lock (and carry the annotations clang's
+// thread-safety analysis checks). The agent is borrowed.
 #pragma once
 
 #include <fstream>
@@ -29,7 +31,6 @@
 
 #include "collectives/communicator.h"
 #include "collectives/ucx/cma_chooser.h"
-#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
@@ -86,14 +87,14 @@ class TrainingSession final : public GenerationHandler {
   // Must be called before the agent runs.
   void AttachAgent(WorkerAgent* agent) { agent_ = agent; }
 
-  StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override RETORT_EXCLUDES(mu_);
+  StatusOr<int64_t> OnJoined(const v1::JoinResponse& response) override;
   void OnGeneration(const v1::Generation& generation, const std::string& member_id,
-                    int rank) override RETORT_EXCLUDES(mu_);
-  void OnDirectives(const v1::Directives& directives) override RETORT_EXCLUDES(mu_);
-  void OnLeaving(const std::string& reason, Deadline deadline) override RETORT_EXCLUDES(mu_);
+                    int rank) override;
+  void OnDirectives(const v1::Directives& directives) override;
+  void OnLeaving(const std::string& reason, Deadline deadline) override;
 
   // The training thread's final status (OK when the job completed or the member left cleanly).
-  Status result() const RETORT_EXCLUDES(mu_);
+  Status result() const;
 
  private:
   Status Setup(const v1::JobSpec& job);
@@ -134,7 +135,7 @@ class TrainingSession final : public GenerationHandler {
   bool FailJobIfRecurring(const Assignment& a, const Status& error);
   // True once a generation newer than `generation` was published, or the member leaves: the
   // communicator being built for `generation` is obsolete (polled by its bootstrap).
-  bool Superseded(uint64_t generation) const RETORT_EXCLUDES(mu_);
+  bool Superseded(uint64_t generation) const;
   StateMeta CurrentMeta() const;
   // Waits for a collective on comm_ with the session's collective deadline.
   Status Await(const collectives::WorkPtr& work) const;

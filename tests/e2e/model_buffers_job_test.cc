@@ -36,10 +36,11 @@ nlohmann::json RunJob(const std::string& dir, const std::string& name, const std
 }
 
 TEST(ModelBuffersJobTest, TrainedBatchNormStudentReloadsAsTheSameTeacher) {
-  ASSERT_TRUE(trainer::test::PythonTorchAvailable()) << RETORT_PYTHON " has no torch";
+  const std::string fixture = trainer::test::SharedFixture("batchnorm-fm");
+  ASSERT_FALSE(fixture.empty()) << "cannot build the fixtures with " RETORT_PYTHON
+                                   " (does it have torch? run scripts/setup)";
   const std::string dir = testing::MakeTempDir("retort_buffers_e2e");
-  ASSERT_EQ(trainer::test::RunFixtureScript("batchnorm-fm " + dir + " 2>/dev/null"), 0);
-  const std::string cnn = dir + "/cnn.pt";
+  const std::string cnn = fixture + "/cnn.pt";
 
   const nlohmann::json trained = RunJob(dir, "train",
                                         "student: {torchscript_path: " + cnn +

@@ -34,6 +34,13 @@ std::string RedoneSteps(const std::vector<MetricLine>& lines, size_t first_after
   return out.str();
 }
 
+std::map<int64_t, std::vector<uint64_t>> RepeatedSteps(const std::vector<MetricLine>& lines) {
+  std::map<int64_t, std::vector<uint64_t>> by_step;
+  for (const auto& l : lines) by_step[l.step].push_back(l.generation);
+  std::erase_if(by_step, [](const auto& entry) { return entry.second.size() < 2; });
+  return by_step;
+}
+
 CurveComparison CompareToReference(const std::vector<MetricLine>& lines,
                                    const std::vector<double>& reference, double tolerance) {
   CurveComparison c;

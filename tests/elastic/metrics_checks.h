@@ -4,6 +4,7 @@
 // (empty when nothing is) so tests can print it.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ std::string MissingSteps(const std::vector<MetricLine>& lines, int64_t total);
 // completed before the event and were run again after it (lost progress). "" when none.
 std::string RedoneSteps(const std::vector<MetricLine>& lines, size_t first_after_event,
                         int64_t last_step_before_event);
+
+// Steps on more than one line, each with the generations of its lines in file order, e.g.
+// {57: {3, 4}}. A failure (kill -9, an eviction) may leave the step in flight completed by the
+// old generation's rank 0 and run again by the next generation from state one step older: that
+// step appears twice, in two generations. Empty when every step appears once.
+std::map<int64_t, std::vector<uint64_t>> RepeatedSteps(const std::vector<MetricLine>& lines);
 
 struct CurveComparison {
   double worst_relative = 0;

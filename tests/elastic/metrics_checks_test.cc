@@ -34,6 +34,16 @@ TEST(MetricsChecksTest, RedoneStepsOnlyCountsStepsBelowTheLastOneBeforeTheEvent)
   EXPECT_EQ(RedoneSteps(redo, 4, 4), "2 (generation 0), 3 (generation 0)");
 }
 
+TEST(MetricsChecksTest, RepeatedStepsListsEachStepOnSeveralLinesWithItsGenerations) {
+  auto lines = Lines({{1, 3}, {2, 3}, {3, 3}, {3, 2}, {4, 2}});
+  lines[0].generation = lines[1].generation = lines[2].generation = 5;
+  lines[3].generation = lines[4].generation = 6;
+  const auto repeated = RepeatedSteps(lines);
+  ASSERT_EQ(repeated.size(), 1u);
+  EXPECT_EQ(repeated.at(3), (std::vector<uint64_t>{5, 6}));
+  EXPECT_TRUE(RepeatedSteps(Lines({{1, 2}, {2, 2}})).empty());
+}
+
 TEST(MetricsChecksTest, CompareToReferenceFlagsLinesBeyondTolerance) {
   auto lines = Lines({{1, 2}, {2, 2}, {3, 2}});
   std::vector<double> ref = {2.0, 3.0, 4.0};

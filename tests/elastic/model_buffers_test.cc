@@ -18,10 +18,9 @@ class ModelBuffersTest : public ElasticScenarioTest {
   void SetUp() override {
     ElasticScenarioTest::SetUp();
     if (IsSkipped()) return;
-    ASSERT_TRUE(trainer::test::PythonTorchAvailable()) << RETORT_PYTHON " has no torch";
-    fixture_dir_ = testing::MakeTempDir("retort_elastic_buffers");
-    dirs_.push_back(fixture_dir_);
-    ASSERT_EQ(trainer::test::RunFixtureScript("batchnorm-fm " + fixture_dir_ + " 2>/dev/null"), 0);
+    fixture_dir_ = trainer::test::SharedFixture("batchnorm-fm");
+    ASSERT_FALSE(fixture_dir_.empty()) << "cannot build the fixtures with " RETORT_PYTHON
+                                          " (does it have torch? run scripts/setup)";
     job_.steps = 120;
     job_.min_workers = 2;
     job_.max_workers = 3;
@@ -41,7 +40,7 @@ class ModelBuffersTest : public ElasticScenarioTest {
     EXPECT_EQ(found, 2) << "bn1 and bn2";
   }
 
-  std::string fixture_dir_;
+  std::string fixture_dir_;  // shared, read-only
   JobOptions job_;
 };
 

@@ -24,18 +24,16 @@ namespace {
 class ModelBuffersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::PythonTorchAvailable()) FAIL() << RETORT_PYTHON " has no torch (run scripts/setup)";
-    dir_ = test::MakeTempDir();
-    ASSERT_FALSE(dir_.empty());
-    ASSERT_EQ(test::RunFixtureScript("batchnorm " + dir_ + " 2>/dev/null"), 0);
+    dir_ = test::SharedFixture("batchnorm");
+    ASSERT_FALSE(dir_.empty()) << "cannot build the BatchNorm fixtures with " RETORT_PYTHON
+                                  " (does it have torch? run scripts/setup)";
   }
-  void TearDown() override { test::RemoveDir(dir_); }
   std::unique_ptr<Model> Fresh() {
     auto model = LoadTorchScriptModel(dir_ + "/fresh.pt");
     EXPECT_TRUE(model.ok()) << model.status();
     return model.ok() ? std::move(model).value() : nullptr;
   }
-  std::string dir_;
+  std::string dir_;  // the shared fixture (read-only)
 };
 
 TEST_F(ModelBuffersTest, StateDictWithBatchNormStatisticsGivesPyTorchsEvalLogits) {

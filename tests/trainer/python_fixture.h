@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -22,6 +23,20 @@ inline int RunFixtureScript(const std::string& args) {
   const std::string cmd = std::string("'") + RETORT_PYTHON + "' " + RETORT_SOURCE_DIR +
                           "/scripts/make_trainer_fixtures.py " + args;
   return std::system(cmd.c_str());
+}
+
+// The folder of an input-free fixture (make_trainer_fixtures.py shared: "torchscript",
+// "batchnorm", "batchnorm-fm"), made once per build under <build>/tests/fixtures by the ctest
+// fixture `python_fixtures` (tests that read one declare it: retort_add_gtest's FIXTURES). When a
+// test binary runs outside ctest, the first test to ask makes it (the script renames a finished
+// folder into place, so side-by-side tests never see half of one). Read-only for tests: write
+// into a folder of the test's own. "" when the script failed.
+inline std::string SharedFixture(const std::string& kind) {
+  const std::string root = std::string(RETORT_BINARY_DIR) + "/tests/fixtures";
+  const std::string dir = root + "/" + kind;
+  if (::access((dir + "/.complete").c_str(), F_OK) == 0) return dir;
+  if (RunFixtureScript("shared '" + root + "' " + kind + " 2>/dev/null") != 0) return "";
+  return dir;
 }
 
 inline std::string MakeTempDir() {

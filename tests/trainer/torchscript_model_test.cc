@@ -18,24 +18,24 @@ namespace {
 class TorchScriptModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::PythonTorchAvailable())
-      FAIL() << RETORT_PYTHON
-          " has no torch: cannot build TorchScript fixtures (run scripts/setup)";
+    fixture_ = test::SharedFixture("torchscript");
+    ASSERT_FALSE(fixture_.empty()) << "cannot build the TorchScript fixtures with " RETORT_PYTHON
+                                      " (does it have torch? run scripts/setup)";
     dir_ = test::MakeTempDir();
     ASSERT_FALSE(dir_.empty());
-    ASSERT_EQ(test::RunFixtureScript("torchscript " + dir_), 0);
-    auto io = ReadSafetensors(dir_ + "/io.safetensors");
+    auto io = ReadSafetensors(fixture_ + "/io.safetensors");
     ASSERT_TRUE(io.ok()) << io.status();
     for (auto& [name, t] : *io) io_[name] = t;
   }
   void TearDown() override { test::RemoveDir(dir_); }
-  std::string dir_;
+  std::string fixture_;  // student.pt, teacher.pt, io.safetensors (shared, read-only)
+  std::string dir_;      // this test's own files
   std::map<std::string, torch::Tensor> io_;
 };
 
 TEST_F(TorchScriptModelTest, ForwardMatchesPyTorchAndParametersKeepTheirNames) {
-  auto student = BuildModel({.torchscript_path = dir_ + "/student.pt"}, 0);
-  auto teacher = BuildModel({.torchscript_path = dir_ + "/teacher.pt"}, 0);
+  auto student = BuildModel({.torchscript_path = fixture_ + "/student.pt"}, 0);
+  auto teacher = BuildModel({.torchscript_path = fixture_ + "/teacher.pt"}, 0);
   ASSERT_TRUE(student.ok()) << student.status();
   ASSERT_TRUE(teacher.ok()) << teacher.status();
   torch::NoGradGuard no_grad;
@@ -55,7 +55,7 @@ TEST_F(TorchScriptModelTest, ForwardMatchesPyTorchAndParametersKeepTheirNames) {
 // the file, never a crash of the worker: the real student archive cut at 48 places, with bytes
 // flipped at 240 places chosen by a fixed-seed generator, and a few files that are no archive.
 TEST_F(TorchScriptModelTest, DamagedFilesAreErrorsNamingTheFileNeverCrashes) {
-  auto original = ReadFileToString(dir_ + "/student.pt");
+  auto original = ReadFileToString(fixture_ + "/student.pt");
   ASSERT_TRUE(original.ok()) << original.status();
   const std::string& good = *original;
   ASSERT_GT(good.size(), 1000u);
@@ -113,8 +113,8 @@ TEST_F(TorchScriptModelTest, StudentTrainsThroughTheFlatBufferOnTwoRanks) {
   std::vector<std::unique_ptr<KdStep>> steps;
   for (int r = 0; r < 2; ++r) {
     comms.push_back(std::make_unique<testing::ThreadShardComm>(group, r));
-    auto student = test::MustMake(LoadTorchScriptModel(dir_ + "/student.pt"));
-    auto teacher = test::MustMake(LoadTorchScriptModel(dir_ + "/teacher.pt"));
+    auto student = test::MustMake(LoadTorchScriptModel(fixture_ + "/student.pt"));
+    auto teacher = test::MustMake(LoadTorchScriptModel(fixture_ + "/teacher.pt"));
     KdStepOptions o;
     o.optimizer.lr = 1e-2;
     o.bucket_elements = 200;

@@ -13,9 +13,9 @@ namespace {
 class TeacherCheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(trainer::test::PythonTorchAvailable()) << RETORT_PYTHON " has no torch";
-    dir_ = trainer::test::MakeTempDir();
-    ASSERT_EQ(trainer::test::RunFixtureScript("batchnorm-fm " + dir_ + " 2>/dev/null"), 0);
+    dir_ = trainer::test::SharedFixture("batchnorm-fm");
+    ASSERT_FALSE(dir_.empty()) << "cannot build the fixtures with " RETORT_PYTHON
+                                  " (does it have torch? run scripts/setup)";
     auto test = trainer::data::FashionMnistDataset::Load({.train = false});
     ASSERT_TRUE(test.ok()) << test.status();
     test_ = std::move(test).value();
@@ -26,9 +26,7 @@ class TeacherCheckTest : public ::testing::Test {
     ASSERT_TRUE(teacher.ok()) << teacher.status();
     teacher_ = std::move(teacher).value();
   }
-  void TearDown() override { trainer::test::RemoveDir(dir_); }
-
-  std::string dir_;
+  std::string dir_;  // the shared fixture (read-only)
   v1::JobSpec job_;
   std::unique_ptr<trainer::data::FashionMnistDataset> test_;
   std::unique_ptr<trainer::Model> teacher_;
