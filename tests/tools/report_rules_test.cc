@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -242,7 +243,26 @@ TEST(ReportHtml, RendersInHeadlessChromium) {
   run.student_top1 = 0.81;
   const std::string dir = testing::MakeTempDir("retort_report_render");
   const std::string html = dir + "/report.html", png = dir + "/report.png";
-  std::ofstream(html) << RenderHtmlReport(run, Analyze(run));
+  const std::string page = RenderHtmlReport(run, Analyze(run));
+  std::ofstream(html) << page;
+  // A copy of the page with a script that measures the layout as the browser drew it (the report
+  // itself has no scripts): every chart spans most of the window and no text leaves its chart.
+  const std::string measured = dir + "/measured.html";
+  std::ofstream(measured) << page.substr(0, page.rfind("</body>")) << R"(<script>
+const problems = [];
+const page = document.documentElement.clientWidth;
+document.querySelectorAll('svg').forEach((svg, i) => {
+  const box = svg.getBoundingClientRect();
+  if (box.width < 0.8 * page) problems.push(`chart ${i} is ${Math.round(box.width)} of ${page} px`);
+  svg.querySelectorAll('text').forEach(t => {
+    const r = t.getBoundingClientRect();
+    if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 ||
+        r.bottom > box.bottom + 1)
+      problems.push(`chart ${i}: "${t.textContent}" is cut`);
+  });
+});
+document.body.setAttribute('data-layout', problems.length ? problems.join('; ') : 'ok');
+</script></body></html>)";
   // One browser profile per run, no sandbox (root in CI), no GPU, nothing fetched.
   const std::vector<std::string> browser = {chromium,
                                             "--headless",
@@ -264,6 +284,17 @@ TEST(ReportHtml, RendersInHeadlessChromium) {
       std::distance(std::sregex_iterator(dom.begin(), dom.end(), svg), std::sregex_iterator()), 5)
       << "the rendered page lost a chart";
   EXPECT_NE(dom.find("data-rule=\"straggler\""), std::string::npos);
+  EXPECT_EQ(dom.find("class=\"tick\">1e+"), std::string::npos) << "an exponent on an axis";
+
+  std::string layout;
+  std::vector<std::string> measure = browser;
+  measure.push_back("--dump-dom");
+  measure.push_back("file://" + measured);
+  ASSERT_EQ(testing::RunCommand(measure, &layout, std::chrono::milliseconds(120000)), 0) << layout;
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(layout, found, std::regex("data-layout=\"([^\"]*)\"")))
+      << "the measuring script did not run";
+  EXPECT_EQ(found[1].str(), "ok");
 
   std::string shot_log;
   std::vector<std::string> shot = browser;
@@ -281,7 +312,49 @@ TEST(ReportHtml, RendersInHeadlessChromium) {
   const uint32_t width = byte(16) << 24 | byte(17) << 16 | byte(18) << 8 | byte(19);
   EXPECT_EQ(width, 1280u);
   EXPECT_GT(bytes.size(), 20000u) << "a page of charts compresses to more than a blank page";
+  // RETORT_REPORT_SCREENSHOT=FILE keeps the screenshot, to look at the page as a user would.
+  if (const char* keep = std::getenv("RETORT_REPORT_SCREENSHOT"))
+    std::filesystem::copy_file(png, keep, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::remove_all(dir);
+}
+
+TEST(ReportSvg, TickLabelsHaveTheDecimalsTheirStepNeedsAndNoCExponent) {
+  EXPECT_EQ(FormatTick(0, 0.5), "0");
+  EXPECT_EQ(FormatTick(2.5, 0.5), "2.5");
+  EXPECT_EQ(FormatTick(0.25, 0.05), "0.25");
+  EXPECT_EQ(FormatTick(1000, 200), "1,000");
+  EXPECT_EQ(FormatTick(1200, 200), "1,200");
+  EXPECT_EQ(FormatTick(12500, 2500), "12.5k");
+  EXPECT_EQ(FormatTick(20000, 10000), "20k");
+  EXPECT_EQ(FormatTick(2e6, 1e6), "2M");
+  EXPECT_EQ(FormatTick(3e-5, 1e-5), "3e-5");
+  EXPECT_EQ(FormatTick(1.5e-4, 5e-5), "1.5e-4");
+  EXPECT_EQ(FormatTick(-0.5, 0.5), "-0.5");
+  EXPECT_EQ(FormatTick(1.02e-3, 2e-5), "1.02e-3");  // a flat learning rate's close ticks differ
+  EXPECT_EQ(FormatTick(1e-3, 2e-5), "1.00e-3");
+}
+
+TEST(ReportSvg, PhaseBarsHaveAScaleAndTheirLegendWrapsInsideTheChart) {
+  StackedBars b;
+  b.title = "phases";
+  b.x_label = "seconds per step";
+  for (int i = 0; i < 12; ++i) {
+    b.segment_names.push_back("a long phase name " + std::to_string(i));
+    b.segment_colors.push_back("#123456");
+  }
+  b.row_labels = {"w-0", "w-1"};
+  b.rows = {std::vector<double>(12, 0.1), std::vector<double>(12, 0.05)};
+  const std::string svg = RenderStackedBars(b);
+  // Ticks from 0 to the longest bar (1.2 s).
+  EXPECT_NE(svg.find(">0</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">1.2</text>"), std::string::npos);
+  // Every legend text starts inside the drawing width with room for its name.
+  const std::regex legend("<text x=\"([0-9.]+)\" y=\"[0-9.]+\" class=\"legend\">([^<]*)</text>");
+  int entries = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), legend); it != std::sregex_iterator();
+       ++it, ++entries)
+    EXPECT_LE(std::stod((*it)[1]) + 6.6 * (*it)[2].length(), b.width) << (*it)[2];
+  EXPECT_EQ(entries, 12);
 }
 
 TEST(ReportSvg, EscapesTextAndDrawsEveryPoint) {

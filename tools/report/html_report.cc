@@ -138,7 +138,7 @@ std::string RenderHtmlReport(const RunLogs& run, const Analysis& a) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>retort report: "
     << EscapeXml(run.job_name.empty() ? run.dir : run.job_name) << "</title><style>"
-    << "body{font-family:sans-serif;margin:24px;max-width:820px;color:#222}"
+    << "body{font-family:sans-serif;margin:24px;max-width:1160px;color:#222}"
     << "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}"
     << "svg text{font-size:11px;font-family:sans-serif}svg .title{font-size:13px;font-weight:bold}"
     << "table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;font-size:13px}"

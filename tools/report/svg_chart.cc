@@ -14,10 +14,24 @@ std::string F(double v) {
   return buf;
 }
 
-std::string Tick(double v) {
+// A value inside a tooltip (not laid out, so any length does).
+std::string TooltipValue(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
   return buf;
+}
+
+// An approximate text width in the charts' 11 px sans-serif (no font metrics without a browser):
+// generous, so that what is laid out by it is not cut.
+double TextWidth(const std::string& text) { return 6.6 * text.size(); }
+
+// The outer <svg> element: drawn at width x height units, scaled to the width of the page.
+std::string OpenSvg(const char* css_class, int width, double height, const std::string& title) {
+  std::ostringstream o;
+  o << "<svg class=\"" << css_class << "\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 "
+    << width << " " << F(height) << "\" width=\"100%\" style=\"max-width:" << width
+    << "px;height:auto\" role=\"img\" aria-label=\"" << EscapeXml(title) << "\">";
+  return o.str();
 }
 
 // A "nice" step for about `ticks` ticks across [lo, hi].
@@ -30,7 +44,41 @@ double NiceStep(double lo, double hi, int ticks) {
   return 10 * mag;
 }
 
+// The fewest decimals (at most `most`) that write multiples of `step` exactly.
+int DecimalsFor(double step, int most) {
+  for (int d = 0; d < most; ++d) {
+    const double scaled = step * std::pow(10.0, d);
+    if (std::abs(scaled - std::round(scaled)) < 1e-6 * std::max(1.0, scaled)) return d;
+  }
+  return most;
+}
+
 }  // namespace
+
+std::string FormatTick(double value, double step) {
+  char buf[48];
+  const double a = std::abs(value);
+  step = std::abs(step);
+  if (a < 1e-300) return "0";
+  if (a >= 1e4) {  // thousands and millions, with the decimals the step needs at that scale
+    const double scale = a >= 1e6 ? 1e6 : 1e3;
+    const char* suffix = a >= 1e6 ? "M" : "k";
+    std::snprintf(buf, sizeof(buf), "%.*f%s", DecimalsFor(step / scale, 3), value / scale, suffix);
+    return buf;
+  }
+  if (step > 0 && step < 1e-3) {  // a short power of ten: "3e-5", "1.5e-4"
+    const int exponent = static_cast<int>(std::floor(std::log10(a)));
+    const double mantissa = value / std::pow(10.0, exponent);
+    std::snprintf(buf, sizeof(buf), "%.*f", DecimalsFor(step / std::pow(10.0, exponent), 4),
+                  mantissa);
+    return std::string(buf) + "e" + std::to_string(exponent);
+  }
+  const int decimals = DecimalsFor(step, 6);
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+  std::string out = buf;
+  if (decimals == 0 && a >= 1000) out.insert(out.size() - 3, ",");  // 1,000 .. 9,999
+  return out;
+}
 
 std::string EscapeXml(const std::string& text) {
   std::string out;
@@ -59,7 +107,7 @@ std::string EscapeXml(const std::string& text) {
 }
 
 std::string RenderLineChart(const LineChart& c) {
-  const double left = 64, right = 16, top = 28, bottom = 40;
+  const double left = 64, right = 24, top = 28, bottom = 40;
   const double w = c.width - left - right, h = c.height - top - bottom;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const Series& s : c.series)
@@ -69,8 +117,7 @@ std::string RenderLineChart(const LineChart& c) {
       y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::ostringstream o;
-  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << c.width
-    << "\" height=\"" << c.height << "\" role=\"img\" aria-label=\"" << EscapeXml(c.title) << "\">";
+  o << OpenSvg("chart", c.width, c.height, c.title);
   o << "<text x=\"" << left << "\" y=\"18\" class=\"title\">" << EscapeXml(c.title) << "</text>";
   if (x0 > x1) {
     o << "<text x=\"" << left << "\" y=\"" << top + h / 2 << "\">no data</text></svg>";
@@ -87,11 +134,11 @@ std::string RenderLineChart(const LineChart& c) {
   for (double y = std::ceil(y0 / ys) * ys; y <= y1 + 1e-12; y += ys)
     o << "<line x1=\"" << left << "\" x2=\"" << left + w << "\" y1=\"" << F(Y(y)) << "\" y2=\""
       << F(Y(y)) << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << F(Y(y) + 4)
-      << "\" text-anchor=\"end\" class=\"tick\">" << Tick(y) << "</text>";
+      << "\" text-anchor=\"end\" class=\"tick\">" << FormatTick(y, ys) << "</text>";
   const double xs = NiceStep(x0, x1, 6);
   for (double x = std::ceil(x0 / xs) * xs; x <= x1 + 1e-12; x += xs)
     o << "<text x=\"" << F(X(x)) << "\" y=\"" << top + h + 16
-      << "\" text-anchor=\"middle\" class=\"tick\">" << Tick(x) << "</text>";
+      << "\" text-anchor=\"middle\" class=\"tick\">" << FormatTick(x, xs) << "</text>";
   o << "<text x=\"" << left + w / 2 << "\" y=\"" << c.height - 6
     << "\" text-anchor=\"middle\" class=\"axis\">" << EscapeXml(c.x_label) << "</text>";
   o << "<text transform=\"translate(14," << top + h / 2
@@ -121,9 +168,8 @@ std::string RenderLineChart(const LineChart& c) {
 }
 
 std::string RenderStackedBars(const StackedBars& b) {
-  const double left = 150, right = 16, top = 28, row_h = 22, legend_h = 24;
+  const double left = 150, right = 24, top = 28, row_h = 22, axis_h = 20, legend_row_h = 16;
   const double w = b.width - left - right;
-  const int height = static_cast<int>(top + row_h * b.rows.size() + legend_h + 24);
   double max_total = 0;
   for (const auto& row : b.rows) {
     double t = 0;
@@ -131,10 +177,35 @@ std::string RenderStackedBars(const StackedBars& b) {
     max_total = std::max(max_total, t);
   }
   if (max_total <= 0) max_total = 1;
+  // The legend wraps onto as many lines as the width needs: each entry is a swatch and a name.
+  struct LegendEntry {
+    double x;
+    int line;
+  };
+  std::vector<LegendEntry> legend;
+  double lx = left;
+  int legend_lines = b.segment_names.empty() ? 0 : 1;
+  for (const std::string& name : b.segment_names) {
+    const double entry_w = 13 + TextWidth(name) + 14;
+    if (lx > left && lx + entry_w > left + w) lx = left, ++legend_lines;
+    legend.push_back({lx, legend_lines - 1});
+    lx += entry_w;
+  }
+  const double bars_bottom = top + row_h * b.rows.size();
+  const double legend_top = bars_bottom + axis_h + 16;
+  const double height = legend_top + legend_row_h * legend_lines + 24;
   std::ostringstream o;
-  o << "<svg class=\"bars\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << b.width
-    << "\" height=\"" << height << "\" role=\"img\" aria-label=\"" << EscapeXml(b.title) << "\">";
+  o << OpenSvg("bars", b.width, height, b.title);
   o << "<text x=\"8\" y=\"18\" class=\"title\">" << EscapeXml(b.title) << "</text>";
+  // The scale: grid lines and tick labels in the bars' unit.
+  const double step = NiceStep(0, max_total, 6);
+  for (double v = 0; v <= max_total * (1 + 1e-9); v += step) {
+    const double x = left + v / max_total * w;
+    o << "<line x1=\"" << F(x) << "\" x2=\"" << F(x) << "\" y1=\"" << top << "\" y2=\""
+      << F(bars_bottom + 4) << "\" stroke=\"#ddd\"/><text x=\"" << F(x) << "\" y=\""
+      << F(bars_bottom + 16) << "\" text-anchor=\"middle\" class=\"tick\">" << FormatTick(v, step)
+      << "</text>";
+  }
   for (size_t r = 0; r < b.rows.size(); ++r) {
     const double y = top + r * row_h;
     o << "<text x=\"" << left - 6 << "\" y=\"" << F(y + 15)
@@ -148,22 +219,22 @@ std::string RenderStackedBars(const StackedBars& b) {
       o << "<rect x=\"" << F(x) << "\" y=\"" << F(y + 3) << "\" width=\"" << F(bw) << "\" height=\""
         << row_h - 6 << "\" fill=\""
         << EscapeXml(s < b.segment_colors.size() ? b.segment_colors[s] : "#888") << "\"><title>"
-        << EscapeXml((s < b.segment_names.size() ? b.segment_names[s] : "") + ": " + Tick(v))
+        << EscapeXml((s < b.segment_names.size() ? b.segment_names[s] : "") + ": " +
+                     TooltipValue(v))
         << "</title></rect>";
       x += bw;
     }
   }
-  double lx = left;
-  const double ly = top + row_h * b.rows.size() + 14;
-  for (size_t s = 0; s < b.segment_names.size(); ++s) {
-    o << "<rect x=\"" << F(lx) << "\" y=\"" << F(ly - 9) << "\" width=\"10\" height=\"10\" fill=\""
-      << EscapeXml(s < b.segment_colors.size() ? b.segment_colors[s] : "#888") << "\"/><text x=\""
-      << F(lx + 13) << "\" y=\"" << F(ly) << "\" class=\"legend\">" << EscapeXml(b.segment_names[s])
-      << "</text>";
-    lx += 16 + 7.0 * b.segment_names[s].size();
-  }
-  o << "<text x=\"" << left + w / 2 << "\" y=\"" << height - 4
+  o << "<text x=\"" << F(left + w / 2) << "\" y=\"" << F(bars_bottom + axis_h + 8)
     << "\" text-anchor=\"middle\" class=\"axis\">" << EscapeXml(b.x_label) << "</text>";
+  for (size_t s = 0; s < b.segment_names.size(); ++s) {
+    const double ly = legend_top + legend_row_h * legend[s].line + 10;
+    o << "<rect x=\"" << F(legend[s].x) << "\" y=\"" << F(ly - 9)
+      << "\" width=\"10\" height=\"10\" fill=\""
+      << EscapeXml(s < b.segment_colors.size() ? b.segment_colors[s] : "#888") << "\"/><text x=\""
+      << F(legend[s].x + 13) << "\" y=\"" << F(ly) << "\" class=\"legend\">"
+      << EscapeXml(b.segment_names[s]) << "</text>";
+  }
   o << "</svg>";
   return o.str();
 }
