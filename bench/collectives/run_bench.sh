@@ -2,27 +2,32 @@
 # Side-by-side collectives benchmark on this host, 2 ranks (or $RANKS), in one run:
 # retort (collectives_bench), OpenMPI (mpi_reference under mpirun), gloo (torch.distributed)
 # and ucx_perftest tag bandwidth (the point-to-point ceiling). Prints JSON lines to
-# $OUT (default bench/collectives/results.jsonl) and a markdown summary to stdout.
+# $OUT (default bench/collectives/results.jsonl; every line a JSON object: results carry "impl",
+# the machine's context "context") and a markdown summary to stdout; the UCX transports each rank
+# chose go to the text file beside it (results.transports.txt).
 # Usage: bench/collectives/run_bench.sh [build_dir]   (env: RANKS, MIN_BYTES, MAX_BYTES)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
+source "$here/context.sh"
 build=${1:-$here/../../build}
 ranks=${RANKS:-2}
 min_bytes=${MIN_BYTES:-1024}
 max_bytes=${MAX_BYTES:-$((256 << 20))}
 out=${OUT:-$here/results.jsonl}
+transports=${out%.jsonl}.transports.txt
 : > "$out"
 probe() {  # the vCPUs' placement (cache-line latency, FIFO hand-over bandwidth): see RESULTS.md
   [[ -x "$build/bench/collectives/core_to_core_probe" ]] &&
-    echo "# probe $1: $("$build/bench/collectives/core_to_core_probe")" | tee -a "$out"
+    "$build/bench/collectives/core_to_core_probe" |
+    sed "s/^{/{\"context\":\"probe\",\"when\":\"$1\",/" | tee -a "$out"
   return 0
 }
-echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context before "$out"
 probe before
-# The transports every rank chose (UCX lanes per peer, CMA threshold), as comment lines.
+# The transports every rank chose (UCX lanes per peer, CMA threshold).
 "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes=1024 --max-bytes=1024 \
-  --ops=all_reduce --print-transports 2>&1 >/dev/null | sed 's/^/# /' >> "$out"
+  --ops=all_reduce --print-transports 2>"$transports" >/dev/null
 
 # retort in both progress modes: background executor thread (what training uses to overlap
 # communication with backward) and caller-driven (operations run inside Work::Wait).
@@ -92,6 +97,6 @@ for round in 1 2 3 4 5 6; do
     done
   done
 done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context after "$out"
 probe after
 "$retort_python" "$here/summarize.py" "$out"

@@ -14,12 +14,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
+source "$here/context.sh"
 build=${1:-$here/../../build}
 rounds=${ROUNDS:-3}
 out=${OUT:-$here/hierarchical_results.jsonl}
 min_bytes=$((1 << 20)) max_bytes=$((64 << 20))
 : > "$out"
-echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context before "$out"
 # Variants of retort-hier (its defaults: the CMA-or-FIFO choice measured per operation, waits
 # that detect a shared CPU), same binary: the device composition; same-host messages always
 # through UCX's shared-memory FIFO, or always through single-copy CMA reads (which of the two
@@ -45,7 +46,7 @@ for _ in $(seq "$rounds"); do
       grep -v all_gather | tee -a "$out"
   fi
 done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context after "$out"
 "$retort_python" - "$out" <<'PY'
 import json, statistics, sys
 rows = {}
@@ -53,6 +54,8 @@ for line in open(sys.argv[1]):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
+    if "impl" not in r:  # the machine's context
+        continue
     rows.setdefault((r["op"], r["bytes"]), {}).setdefault(r["impl"], []).append(r["busbw_GBps"])
 impls = ["retort-hier", "retort-hier-device", "retort-hier-fifo", "retort-hier-cma",
          "retort-hier-spin", "openmpi"]

@@ -8,11 +8,12 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
+source "$here/context.sh"
 build=${1:-$here/../../build}
 rounds=${ROUNDS:-3}
 out=${OUT:-$here/yield_ab_results.jsonl}
 : >"$out"
-echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context before "$out"
 for _ in $(seq "$rounds"); do
   for progress in thread caller; do
     for adaptive in true false; do
@@ -23,14 +24,14 @@ for _ in $(seq "$rounds"); do
     done
   done
 done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+load_context after "$out"
 # shellcheck disable=SC2154 # retort_python comes from python-env.sh
 "$retort_python" - "$out" <<'PY'
 import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        r = json.loads(line)
+    r = json.loads(line) if line.startswith("{") else {}
+    if "impl" in r:  # not the machine's context
         rows.setdefault(r["bytes"], {}).setdefault(r["impl"], []).append(r["time_us"])
 impls = ["thread-detect", "thread-spin", "caller-detect", "caller-spin"]
 print("| bytes | " + " | ".join(f"{i} (us)" for i in impls) + " | thread speedup | caller speedup |")

@@ -14,6 +14,8 @@ for line in open(sys.argv[1]):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
+    if "impl" not in r:  # the machine's context (load, core-to-core probe)
+        continue
     impl = r["impl"]
     if "tls" in r:  # keep ucx_perftest settings apart, pick the better one below
         impl = impl + ":" + r["tls"]
