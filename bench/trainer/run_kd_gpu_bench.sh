@@ -6,7 +6,7 @@
 # JSON object with the four results and the ratios.
 # Usage: bench/trainer/run_kd_gpu_bench.sh BUILD_DIR [PYTHON] [extra flags for all three]
 # KD_GPU_PARTS=LIST runs only those of retort,eager,compile,jpeg (default all; the others read
-# {"skipped": "not asked for"}); KD_GPU_PART_TIMEOUTS="retort=30 compile=75 ..." bounds parts
+# {"skipped": "not asked for"}); KD_GPU_PART_TIMEOUTS="retort=30 compile=70 ..." bounds parts
 # in seconds (scripts/gpu-check's kd and jpeg steps), a part over its bound reads as failed.
 set -euo pipefail
 if [[ "${1:-}" == "--help" || "${1:-}" == "-h" || $# -lt 1 ]]; then
