@@ -221,7 +221,9 @@ def record(out, name, status, seconds, reason=None, result=None, junit=None):
     summary = load(out)
     entry = summary["steps"].setdefault(name, {"bound_s": step(name).bound_s,
                                                "log": step(name).log})
-    entry.update(status=status, seconds=round(float(seconds), 1))
+    # The GPU beside each step's figures, so a figure copied out keeps the machine it came from.
+    entry.update(status=status, seconds=round(float(seconds), 1),
+                 gpu=summary.get("meta", {}).get("gpu"))
     if reason:
         entry["reason"] = reason
     if result is not None:

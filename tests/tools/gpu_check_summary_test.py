@@ -63,7 +63,7 @@ class GpuCheckSummaryTest(unittest.TestCase):
               "speedup_vs_eager": 1.5, "speedup_vs_compile": None}
         g.record(out, "kd", "passed", 100, result=kd)
         s = g.load(out)
-        assert s["meta"]["gpu"] == "NVIDIA H200"
+        assert s["meta"]["gpu"] == s["steps"]["kd"]["gpu"] == "NVIDIA H200"
         assert s["steps"]["build"] == {**s["steps"]["build"], "status": "passed", "seconds": 61.2}
         f = s["steps"]["kd"]["figures"]
         assert f["retort"] == {"samples_per_s": 1200.0, "mfu": 0.41}
