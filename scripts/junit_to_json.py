@@ -22,11 +22,10 @@ def skip_reason(case):
     return (skipped.get("message") if skipped is not None else "") or ""
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    rows = []
-    for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+def rows(report):
+    """The report's test cases as a list of the objects described above."""
+    out_rows = []
+    for case in ET.parse(report).getroot().iter("testcase"):
         if case.find("failure") is not None or case.get("status") == "fail":
             status, reason = "failed", (case.find("failure").get("message", "")
                                         if case.find("failure") is not None else "")
@@ -37,10 +36,16 @@ def main():
         out = case.findtext("system-out") or ""
         measured = [line.split("[ measured ]", 1)[1].strip() for line in out.splitlines()
                     if "[ measured ]" in line]
-        rows.append({"name": case.get("name"), "status": status,
-                     "seconds": float(case.get("time") or 0), "reason": reason,
-                     "measured": measured})
-    json.dump(rows, sys.stdout, indent=1)
+        out_rows.append({"name": case.get("name"), "status": status,
+                         "seconds": float(case.get("time") or 0), "reason": reason,
+                         "measured": measured})
+    return out_rows
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    json.dump(rows(sys.argv[1]), sys.stdout, indent=1)
     print()
 
 

@@ -5,6 +5,9 @@
 # with 4 CPU threads, reporting how much of the step waited for data (target < 5%). Prints one
 # JSON object with the four results and the ratios.
 # Usage: bench/trainer/run_kd_gpu_bench.sh BUILD_DIR [PYTHON] [extra flags for all three]
+# KD_GPU_PARTS=LIST runs only those of retort,eager,compile,jpeg (default all; the others read
+# {"skipped": "not asked for"}); KD_GPU_PART_TIMEOUTS="retort=30 compile=70 ..." bounds parts
+# in seconds (scripts/gpu-check's kd and jpeg steps), a part over its bound reads as failed.
 set -euo pipefail
 if [[ "${1:-}" == "--help" || "${1:-}" == "-h" || $# -lt 1 ]]; then
   sed -n '2,5p' "$0" | sed 's/^# //'
@@ -17,29 +20,39 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Each part runs on its own: one that fails (a torch.compile error, a build without nvJPEG)
 # leaves {"error": ...} in its place and the others' figures stand. The exit status is that of
 # retort's synthetic run, the figure everything else is compared with.
-run_part() {  # NAME COMMAND...: the command's JSON line, or an error object
-  local out
-  if out=$("$@") && [[ "$out" == "{"* ]]; then
+parts=${KD_GPU_PARTS:-retort,eager,compile,jpeg}
+run_part() {  # PART COMMAND...: the command's JSON line, or an error (or skipped) object
+  local part=$1 out bound
+  shift
+  if [[ ",$parts," != *",$part,"* ]]; then
+    echo '{"skipped": "not asked for"}'
+    return 0
+  fi
+  bound=$(sed -nE "s/.*(^| )$part=([0-9]+).*/\2/p" <<<"${KD_GPU_PART_TIMEOUTS:-}")
+  if out=$(${bound:+timeout -k 5 "$bound"} "$@") && [[ "$out" == "{"* ]]; then
     echo "$out"
   else
-    echo "kd gpu bench: $1 part failed" >&2
-    echo '{"error": "failed; see the log"}'
+    echo "kd gpu bench: $part part failed${bound:+ or ran past its $bound s}" >&2
+    echo "{\"error\": \"failed${bound:+ or ran past $bound s}; see the log\"}"
     return 1
   fi
 }
 ours_rc=0
-ours=$(run_part "$build/bench/trainer/kd_step_gpu_bench" "$@") || ours_rc=1
-eager=$(run_part "$python" "$here/kd_reference_gpu.py" --mode eager "$@") || true
-compiled=$(run_part "$python" "$here/kd_reference_gpu.py" --mode compile "$@") || true
+ours=$(run_part retort "$build/bench/trainer/kd_step_gpu_bench" "$@") || ours_rc=1
+eager=$(run_part eager "$python" "$here/kd_reference_gpu.py" --mode eager "$@") || true
+compiled=$(run_part compile "$python" "$here/kd_reference_gpu.py" --mode compile "$@") || true
 # The JPEG folder: the caller's (JPEG_FOLDER, shared with the decode benchmark), else a new one.
 folder=${JPEG_FOLDER:-}
-if [[ -z "$folder" ]]; then
+if [[ -z "$folder" && ",$parts," == *",jpeg,"* ]]; then
   folder=$(mktemp -d /tmp/retort_kd_jpeg.XXXXXX)
   trap 'rm -rf "$folder"' EXIT
   "$here/../trainer_data/make_imagenet_like_jpegs.sh" "$build" "$folder"
 fi
-jpeg=$(run_part "$build/bench/trainer/kd_step_gpu_bench" --jpeg-folder "$folder" --decode gpu \
-  --decode-threads 4 "$@") || true
+jpeg_rc=0
+jpeg=$(run_part jpeg "$build/bench/trainer/kd_step_gpu_bench" --jpeg-folder "$folder" \
+  --decode gpu --decode-threads 4 "$@") || jpeg_rc=1
+# Alone, the JPEG part's status is the run's.
+[[ "$parts" == jpeg ]] && ours_rc=$jpeg_rc
 "$python" - "$ours" "$eager" "$compiled" "$jpeg" <<'PY'
 import json, sys
 ours, eager, compiled, jpeg = (json.loads(a) for a in sys.argv[1:])
