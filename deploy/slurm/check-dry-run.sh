@@ -21,14 +21,15 @@ coordinator_line=$(grep -E '/retort-coordinator ' <<< "$out") || fail "no coordi
 [[ "$coordinator_line" == *"--state-dir=$tmp/retort-state-DRYRUN"* ]] || fail "unexpected state dir"
 srun_line=$(grep -E '^srun ' <<< "$out") || fail "no srun command"
 for want in '--ntasks=6' '--no-kill' '--kill-on-bad-exit=0' 'retort-worker gpu-a:7070' \
-  'SLURM_LOCALID' 'hostname\ -s' 'hostname\ -I' 'devices=cuda:'; do
+  'SLURM_LOCALID' 'hostname\ -s' 'hostname\ -I' '--print-device' 'RETORT_DEVICE' \
+  'device=\"\$RETORT_DEVICE\"' 'devices=\"\$RETORT_DEVICE\"' 'gpu-a:7070 cuda'; do
   [[ "$srun_line" == *"$want"* ]] || fail "the srun step lacks '$want': $srun_line"
 done
 # The flags the script passes exist in the built binaries.
 for flag in --state-dir --job --listen --insecure-listen --no-check-paths; do
   "$1/tools/retort-coordinator" --help | grep -q -- "${flag#--no}" || fail "retort-coordinator has no $flag"
 done
-for flag in --coordinator --node --local-rank --data-address --devices; do
+for flag in --coordinator --node --local-rank --data-address --device --devices --print-device; do
   "$1/tools/retort-worker" --help | grep -q -- "$flag" || fail "retort-worker has no $flag"
 done
 
