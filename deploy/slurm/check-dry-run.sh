@@ -20,6 +20,7 @@ coordinator_line=$(grep -E '/retort-coordinator ' <<< "$out") || fail "no coordi
 [[ "$coordinator_line" == *"--job=$tmp/job.yaml"* ]] || fail "the coordinator does not get the job spec's absolute path"
 [[ "$coordinator_line" == *"--state-dir=$tmp/retort-state-DRYRUN"* ]] || fail "unexpected state dir"
 srun_line=$(grep -E '^srun ' <<< "$out") || fail "no srun command"
+# shellcheck disable=SC2016 # the task's own variables, as printed
 for want in '--ntasks=6' '--no-kill' '--kill-on-bad-exit=0' 'retort-worker gpu-a:7070' \
   'SLURM_LOCALID' 'hostname\ -s' 'hostname\ -I' '--print-device' 'RETORT_DEVICE' \
   'device=\"\$RETORT_DEVICE\"' 'devices=\"\$RETORT_DEVICE\"' 'gpu-a:7070 cuda'; do

@@ -1,5 +1,6 @@
-"""check_devices.py with the built retort-worker (RETORT_WORKER, set by `run-checks.sh devices`):
-the committed renders pass, and broken copies fail naming the pod and the worker's reason.
+"""check_devices.py with the built retort-worker (RETORT_WORKER, set by `run-checks.sh devices`,
+which first checks the committed renders): a GPU pod on `auto` passes, broken copies fail naming
+the pod and the worker's reason; and the worker's --print-device mode the check relies on.
 Not discovered by the `selftest` check (it needs the build); `devices` runs it."""
 import os
 import subprocess
@@ -25,10 +26,6 @@ class PrintDeviceTest(unittest.TestCase):
     def test_one_visible_gpu_is_cuda0_for_any_local_rank(self):
         self.assertEqual(self.worker("--print-device", "--visible-devices=1", "--local-rank=3"), (0, "cuda:0\n", ""))
 
-    def test_local_rank_below_the_visible_count_is_that_gpu(self):
-        self.assertEqual(self.worker("--print-device", "--visible-devices=8", "--local-rank=3")[:2], (0, "cuda:3\n"))
-        self.assertEqual(self.worker("--print-device", "--visible-devices=0", "--device=auto")[:2], (0, "cpu\n"))
-
     def test_an_unresolvable_device_exits_2_naming_both_counts(self):
         status, out, err = self.worker("--print-device", "--visible-devices=2", "--local-rank=3")
         self.assertEqual((status, out), (2, ""))
@@ -45,16 +42,11 @@ class DeviceCheckTest(unittest.TestCase):
         path = write_temp(self, f"{overlay}.yaml", committed_render(overlay) if text is None else text)
         return run_script("check_devices.py", f"--worker={WORKER}", path)
 
-    def test_passes_the_committed_renders_checking_every_pod_up_to_max_workers(self):
-        for overlay, pods in (("cpu", 8), ("gpu", 32)):
-            status, output = self.check(overlay)
-            self.assertEqual(status, 0, output)
-            self.assertIn(f"{pods} worker pods, 0 problems", output)
-
     def test_auto_on_one_gpu_pods_is_cuda0_for_every_pod(self):
         text = replace_once(self, committed_render("gpu"), "- --device=$(RETORT_DEVICE)\n", "- --device=auto\n")
         status, output = self.check("gpu", text)
         self.assertEqual(status, 0, output)
+        self.assertIn("32 worker pods, 0 problems", output)  # up to the job's elastic.max_workers
 
     def test_fails_when_pods_see_two_gpus_and_the_pod_index_picks_one(self):
         # The StatefulSet index is the local rank: unique per job, not 0..k-1 per node.
