@@ -26,12 +26,15 @@ for want in '--ntasks=6' '--no-kill' '--kill-on-bad-exit=0' 'retort-worker gpu-a
   'device=\"\$RETORT_DEVICE\"' 'devices=\"\$RETORT_DEVICE\"' 'gpu-a:7070 cuda'; do
   [[ "$srun_line" == *"$want"* ]] || fail "the srun step lacks '$want': $srun_line"
 done
-# The flags the script passes exist in the built binaries.
+# The flags the script passes exist in the built binaries (help read whole first: grep -q stops
+# reading at its match, and under pipefail the binary's SIGPIPE would fail the pipeline).
+help=$("$1/tools/retort-coordinator" --help)
 for flag in --state-dir --job --listen --insecure-listen --no-check-paths; do
-  "$1/tools/retort-coordinator" --help | grep -q -- "${flag#--no}" || fail "retort-coordinator has no $flag"
+  grep -q -- "${flag#--no}" <<< "$help" || fail "retort-coordinator has no $flag"
 done
+help=$("$1/tools/retort-worker" --help)
 for flag in --coordinator --node --local-rank --data-address --device --devices --print-device; do
-  "$1/tools/retort-worker" --help | grep -q -- "$flag" || fail "retort-worker has no $flag"
+  grep -q -- "$flag" <<< "$help" || fail "retort-worker has no $flag"
 done
 
 if "$script" --dry-run "$tmp/missing.yaml" 2> "$tmp/err"; then fail "a missing job spec was accepted"; fi
