@@ -32,7 +32,7 @@ TEST(LoaderOptionsTest, PinnedExactlyOnCudaDevices) {
   EXPECT_EQ(on_device.decode_device, 1);
 }
 
-StatusOr<trainer::data::Batch> FirstBatch(const std::string& device) {
+StatusOr<trainer::Batch> FirstBatch(const std::string& device) {
   const v1::JobSpec job = SyntheticJob();
   RETORT_ASSIGN_OR_RETURN(auto dataset, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(auto loader, trainer::data::Loader::Create(
