@@ -2,7 +2,8 @@
 // generations and leaves cleanly on SIGTERM/SIGINT or when the coordinator asks it to.
 // Exit status: 0 left the job (completed, also before this worker could join; drained; stopped;
 // SIGTERM/SIGINT at any moment, also before joining); 1 an error (the message says which);
-// 2 a usage error.
+// 2 a usage error. --print-device[-table] prints what the device flags resolve to and exits: 0,
+// or 2 when they do not resolve (worker/worker_device.h).
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/pause_points.h"
 #include "worker/worker_agent.h"
+#include "worker/worker_device.h"
 #include "worker/worker_metrics.h"
 #if RETORT_WORKER_WITH_TRAINER
 #include "collectives/ucx/cma_chooser.h"
@@ -82,7 +84,7 @@ int main(int argc, char** argv) {
 #endif
   tools::BlockTerminationSignals();
   std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1",
-              devices = "cpu";
+              devices;
   std::string health_listen, device = "auto";
   int local_rank = 0, threads = 0;
   int64_t parameter_count = 0, rpc_timeout_ms = 5000, join_timeout_ms = 0,
@@ -114,10 +116,27 @@ int main(int argc, char** argv) {
   args.AddString("data-address", &data_address,
                  "IP address peers reach this worker's data plane at; the data plane listens on "
                  "the interface that holds it only");
-  args.AddString("devices", &devices, "devices this worker uses: cpu or cuda:N[,cuda:M]");
+  args.AddString("devices", &devices,
+                 "devices this worker reports to the coordinator (cpu or cuda:N): empty = the "
+                 "device --device resolves to, which a training worker's --devices must name "
+                 "(--no-train: cpu unless given)");
   args.AddString("device", &device,
-                 "training device: auto (cuda:<local-rank> when a GPU is visible, else cpu), "
-                 "cpu, cuda (cuda:<local-rank>) or cuda:N");
+                 "training device: auto (cpu when no GPU is visible, else the worker's GPU), cpu, "
+                 "cuda (the worker's GPU) or cuda:N. The worker's GPU: cuda:0 when the process "
+                 "sees one GPU (one per pod or task), else cuda:<local-rank>, refused when the "
+                 "local rank is not below the visible count");
+  bool print_device = false, json = false;
+  int print_device_table = 0, visible_devices = -1;
+  args.AddBool("print-device", &print_device,
+               "print the device --device, --devices and --local-rank resolve to and exit (0; 2 "
+               "with the error when they do not resolve)");
+  args.AddInt("print-device-table", &print_device_table,
+              "print the device of local ranks 0..N-1 and exit (0 when every rank resolves, else "
+              "2): what N workers of one node or N pods would train on");
+  args.AddInt("visible-devices", &visible_devices,
+              "with --print-device[-table]: resolve as if this many CUDA devices were visible "
+              "(-1: count them)");
+  args.AddBool("json", &json, "with --print-device[-table]: print one JSON object");
   args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
   args.AddString("cma-policy", &cma_policy,
                  "large data-plane messages to workers on this host: adaptive (measure single-copy "
@@ -152,15 +171,59 @@ int main(int argc, char** argv) {
                  "`retortctl trace` asks)");
   args.AddLogLevel();
   if (auto code = args.ParseOrExitCode(argc, argv, "retort-worker")) return *code;
-  auto devs = ParseDevices(devices);
-  if (!devs.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", devs.status().message().c_str());
-    return 2;
+  if (print_device || print_device_table != 0) {
+    if (local_rank < 0 || print_device_table < 0 || print_device_table > 4096 ||
+        visible_devices < -1) {
+      std::fprintf(stderr,
+                   "retort-worker: --local-rank must be >= 0, --print-device-table in [0, 4096] "
+                   "and --visible-devices >= -1\n");
+      return 2;
+    }
+    worker::DeviceQuery query;
+    query.spec = device;
+    query.devices_flag = devices;
+    query.local_rank = local_rank;
+    query.table_ranks = print_device_table;
+    query.json = json;
+#if RETORT_WORKER_WITH_TRAINER
+    query.visible_cuda_devices =
+        visible_devices >= 0 ? visible_devices : trainer::VisibleCudaDevices();
+#else
+    query.visible_cuda_devices = visible_devices >= 0 ? visible_devices : 0;
+#endif
+    const worker::DeviceReport report = worker::PrintDevice(query);
+    std::fputs(report.out.c_str(), stdout);
+    std::fputs(report.err.c_str(), stderr);
+    return report.exit_code;
   }
   if (local_rank < 0 || threads < 0 || parameter_count < 0 || rpc_timeout_ms <= 0) {
     std::fprintf(stderr,
                  "retort-worker: --local-rank, --threads, --parameter-count must be >= 0 and "
                  "--rpc-timeout-ms > 0\n");
+    return 2;
+  }
+  // The device a training worker trains on, resolved once; what it reports follows from it.
+  std::string train_device;
+#if RETORT_WORKER_WITH_TRAINER
+  if (train) {
+    auto resolved = worker::ResolveDevice(device, local_rank, trainer::VisibleCudaDevices());
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "retort-worker: --device: %s\n", resolved.status().message().c_str());
+      return 2;
+    }
+    auto reported = worker::ReportedDevices(devices, *resolved);
+    if (!reported.ok()) {
+      std::fprintf(stderr, "retort-worker: %s\n", reported.status().message().c_str());
+      return 2;
+    }
+    train_device = *resolved;
+    devices = *reported;
+  }
+#endif
+  if (devices.empty()) devices = "cpu";
+  auto devs = ParseDevices(devices);
+  if (!devs.ok()) {
+    std::fprintf(stderr, "retort-worker: %s\n", devs.status().message().c_str());
     return 2;
   }
 
@@ -230,18 +293,13 @@ int main(int argc, char** argv) {
 #if RETORT_WORKER_WITH_TRAINER
   std::unique_ptr<worker::TrainingSession> session;
   if (train) {
-    auto resolved = trainer::ResolveDevice(device, local_rank, trainer::VisibleCudaDevices());
-    if (!resolved.ok()) {
-      std::fprintf(stderr, "retort-worker: --device: %s\n", resolved.status().message().c_str());
-      return 2;
-    }
     auto policy = collectives::ucx::ParseCmaPolicy(cma_policy);
     if (!policy.ok()) {
       std::fprintf(stderr, "retort-worker: --cma-policy: %s\n", policy.status().message().c_str());
       return 2;
     }
     worker::TrainingOptions topts;
-    topts.device = *resolved;
+    topts.device = train_device;
     topts.cma_policy = *policy;
     topts.threads = threads;
     topts.comm_timeout_ms = comm_timeout_ms;

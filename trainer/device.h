@@ -1,26 +1,11 @@
-// Which device a worker trains on. Torch-free so that flag parsing can use it anywhere.
-//
-//   "auto"    cuda:<local rank> when a CUDA device is visible, else cpu
-//   "cpu"     the CPU
-//   "cuda"    cuda:<local rank>
-//   "cuda:N"  that device
-// A CUDA device that is not there is FAILED_PRECONDITION naming it and what is visible; a
-// malformed spec is INVALID_ARGUMENT.
+// The CUDA devices this process sees, through LibTorch and the CUDA runtime. Which of them a
+// worker trains on (--device auto, cpu, cuda, cuda:N) is decided by worker/worker_device.h,
+// torch-free, from the count VisibleCudaDevices() returns.
 #pragma once
 
 #include <string>
 
-#include "common/status.h"
-
 namespace retort::trainer {
-
-// The device named by `spec` as "cpu" or "cuda:N", given this worker's local rank on its node
-// and the number of CUDA devices the process sees.
-StatusOr<std::string> ResolveDevice(const std::string& spec, int local_rank,
-                                    int visible_cuda_devices);
-
-// The CUDA device index of a resolved device ("cuda:N" -> N); -1 for "cpu" or anything else.
-int CudaIndex(const std::string& resolved_device);
 
 // CUDA devices LibTorch sees (0 without a GPU or in a CPU-only LibTorch).
 int VisibleCudaDevices();

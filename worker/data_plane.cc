@@ -4,7 +4,7 @@
 #include "collectives/routed.h"
 #include "collectives/staged.h"
 #include "collectives/ucx/ucx_hierarchical.h"
-#include "trainer/device.h"
+#include "worker/worker_device.h"
 
 namespace retort::worker {
 namespace {
@@ -68,7 +68,7 @@ std::optional<collectives::NodeLayout> HierarchicalLayout(const v1::Generation& 
 StatusOr<DataPlane> CreateDataPlane(collectives::BootstrapStore* store, const v1::Generation& g,
                                     int rank, const DataPlaneOptions& options) {
   DataPlane plane;
-  const int cuda = trainer::CudaIndex(options.device);
+  const int cuda = CudaIndex(options.device);
   const bool emulate = options.emulate_device && cuda < 0;
   if ((cuda < 0 && !emulate) || g.members_size() == 1) {
     RETORT_ASSIGN_OR_RETURN(plane.comm, HostDataPlane(store, g, rank, options.ucx));

@@ -4,11 +4,11 @@
 #include "trainer/data/image_folder.h"
 #include "trainer/data/image_folder_layout.h"
 #include "trainer/data/synthetic_dataset.h"
-#include "trainer/device.h"
 #include "trainer/kd_loss.h"
 #include "trainer/model_flops.h"
 #include "trainer/models/vit.h"
 #include "trainer/safetensors.h"
+#include "worker/worker_device.h"
 
 #include <torch/torch.h>
 
@@ -87,7 +87,7 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
 StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& device) {
   const std::string& decode = job.dataset().decode();
   if (job.dataset().kind() != "image-folder" || decode == "cpu") return -1;
-  const int cuda = trainer::CudaIndex(device);
+  const int cuda = CudaIndex(device);
   if (decode == "gpu" && cuda < 0)
     return FailedPreconditionError("dataset.decode: gpu, but this worker trains on " + device +
                                    " (use decode: auto or cpu, or a GPU worker)");
@@ -102,9 +102,10 @@ StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& dev
 }
 
 trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train,
-                                               int decode_device) {
+                                               const std::string& device, int decode_device) {
   trainer::data::LoaderOptions o;
   o.decode_device = decode_device;
+  o.pin_memory = CudaIndex(device) >= 0;
   o.global_batch = job.global_batch();
   o.seed = job.seed();
   o.drop_last = train;

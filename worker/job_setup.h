@@ -31,9 +31,15 @@ StatusOr<std::unique_ptr<trainer::Model>> BuildModel(const v1::ModelSpec& model,
 // Opens the train (augmented as the spec says) or test split of the job's dataset.
 StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::JobSpec& job,
                                                                     bool train);
-// `decode_device`: ResolveDecodeDevice's answer (-1: decode into host memory).
+// The loader of a worker that trains on `device` ("cpu" or "cuda:N"). `decode_device`:
+// ResolveDecodeDevice's answer (-1: decode into host memory). On a CUDA device the host batches
+// (and the labels of device-decoded ones) are pinned, so the step's non_blocking copy to the GPU
+// is asynchronous; on the CPU they are not (pinning needs CUDA and would gain nothing).
+// Batches stay float32, normalised on the host: carrying uint8 to the GPU and normalising there
+// (4x fewer bytes) would not be exact for image folders, whose samples are normalised before any
+// rounding to a grey level (tests/trainer/data_uint8_carry_test.cc says by how much).
 trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool train,
-                                               int decode_device = -1);
+                                               const std::string& device, int decode_device);
 // Where dataset.decode puts the training loader's decoding on a worker that trains on `device`
 // ("cpu" or "cuda:N"): the CUDA device index, or -1 for the CPU. Only image folders decode on
 // the GPU (other datasets: -1). "auto" picks the GPU on a CUDA worker when the build has

@@ -23,6 +23,7 @@
 #include "worker/data_plane.h"
 #include "worker/job_result.h"
 #include "worker/job_setup.h"
+#include "worker/worker_device.h"
 
 namespace retort::worker {
 namespace {
@@ -91,7 +92,7 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job.student(), job.seed() + 1));
   parameter_count_ = trainer::FlatParameterCount(*student_);
   model_flops_per_sample_ = ModelFlopsPerSample(job);
-  if (const int cuda = trainer::CudaIndex(options_.device); cuda >= 0)
+  if (const int cuda = CudaIndex(options_.device); cuda >= 0)
     device_peak_flops_ = trainer::PeakBf16FlopsForDevice(trainer::CudaDeviceName(cuda));
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
@@ -99,8 +100,9 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(const int decode_device, ResolveDecodeDevice(job, options_.device));
   if (decode_device >= 0)
     LOG_INFO("trainer") << "JPEGs decode on cuda:" << decode_device << " (nvJPEG)";
-  RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(
-                                       train_set_, MakeLoaderOptions(job, true, decode_device)));
+  RETORT_ASSIGN_OR_RETURN(
+      loader_, trainer::data::Loader::Create(
+                   train_set_, MakeLoaderOptions(job, true, options_.device, decode_device)));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();

@@ -20,16 +20,21 @@ coordinator_line=$(grep -E '/retort-coordinator ' <<< "$out") || fail "no coordi
 [[ "$coordinator_line" == *"--job=$tmp/job.yaml"* ]] || fail "the coordinator does not get the job spec's absolute path"
 [[ "$coordinator_line" == *"--state-dir=$tmp/retort-state-DRYRUN"* ]] || fail "unexpected state dir"
 srun_line=$(grep -E '^srun ' <<< "$out") || fail "no srun command"
+# shellcheck disable=SC2016 # the task's own variables, as printed
 for want in '--ntasks=6' '--no-kill' '--kill-on-bad-exit=0' 'retort-worker gpu-a:7070' \
-  'SLURM_LOCALID' 'hostname\ -s' 'hostname\ -I' 'devices=cuda:'; do
+  'SLURM_LOCALID' 'hostname\ -s' 'hostname\ -I' '--print-device' 'RETORT_DEVICE' \
+  'device=\"\$RETORT_DEVICE\"' 'devices=\"\$RETORT_DEVICE\"' 'gpu-a:7070 cuda'; do
   [[ "$srun_line" == *"$want"* ]] || fail "the srun step lacks '$want': $srun_line"
 done
-# The flags the script passes exist in the built binaries.
+# The flags the script passes exist in the built binaries (help read whole first: grep -q stops
+# reading at its match, and under pipefail the binary's SIGPIPE would fail the pipeline).
+help=$("$1/tools/retort-coordinator" --help)
 for flag in --state-dir --job --listen --insecure-listen --no-check-paths; do
-  "$1/tools/retort-coordinator" --help | grep -q -- "${flag#--no}" || fail "retort-coordinator has no $flag"
+  grep -q -- "${flag#--no}" <<< "$help" || fail "retort-coordinator has no $flag"
 done
-for flag in --coordinator --node --local-rank --data-address --devices; do
-  "$1/tools/retort-worker" --help | grep -q -- "$flag" || fail "retort-worker has no $flag"
+help=$("$1/tools/retort-worker" --help)
+for flag in --coordinator --node --local-rank --data-address --device --devices --print-device; do
+  grep -q -- "$flag" <<< "$help" || fail "retort-worker has no $flag"
 done
 
 if "$script" --dry-run "$tmp/missing.yaml" 2> "$tmp/err"; then fail "a missing job spec was accepted"; fi

@@ -6,6 +6,9 @@
 #   policy OVERLAY       retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml (cpu or gpu)
 #   flags BUILD_DIR      entrypoints and flags of every rendered overlay and the README's retortctl
 #                        lines against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
+#   devices BUILD_DIR    the training device of every worker pod of every rendered overlay (each
+#                        pod index against its nvidia.com/gpu limit), asked of
+#                        BUILD_DIR/tools/retort-worker; then the check's self-test on broken copies
 #   stage BUILD_DIR      stage BUILD_DIR/tools' binaries as the image build does (all libraries
 #                        resolved, owned by packages or vendored, no compiler in the runtime set)
 #   render OVERLAY       deploy/k8s/rendered/OVERLAY.yaml equals a fresh `kubectl kustomize`;
@@ -22,7 +25,7 @@ deploy=$(dirname "$here")
 root=$(dirname "$deploy")
 python=$root/.venv/bin/python3 # the project's Python environment (scripts/setup)
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run-checks: $*" >&2; exit 1; }
 
 # Stops with the fix unless $python exists and has the validators' packages.
@@ -66,6 +69,19 @@ case "$check" in
       files+=("$(rendered "$(basename "$dir")")")
     done
     "$python" "$here/check_flags.py" --bin-dir="$1/tools" --readme="$deploy/README.md" "${files[@]}"
+    ;;
+  devices)
+    (($# == 1)) || die "usage: devices BUILD_DIR"
+    need_python
+    [[ -x "$1/tools/retort-worker" ]] || die "missing binary $1/tools/retort-worker (build it: ninja -C $1 retort-worker)"
+    worker=$(cd "$1/tools" && pwd)/retort-worker
+    files=()
+    for dir in "$deploy"/k8s/overlays/*/; do
+      files+=("$(rendered "$(basename "$dir")")")
+    done
+    "$python" "$here/check_devices.py" --worker="$worker" "${files[@]}"
+    cd "$here"
+    RETORT_WORKER=$worker "$python" -m unittest --buffer tests.devices_selftest
     ;;
   stage)
     (($# == 1)) || die "usage: stage BUILD_DIR"

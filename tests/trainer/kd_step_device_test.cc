@@ -150,27 +150,5 @@ TEST(KdStepDeviceTest, AMissingGpuIsAPreciseError) {
   EXPECT_NE(step.status().message().find("no CUDA device"), std::string::npos) << step.status();
 }
 
-TEST(ResolveDeviceTest, NamesTheDeviceOrSaysWhatIsVisible) {
-  EXPECT_EQ(*ResolveDevice("auto", 1, 0), "cpu");
-  EXPECT_EQ(*ResolveDevice("auto", 1, 2), "cuda:1");
-  EXPECT_EQ(*ResolveDevice("cpu", 3, 8), "cpu");
-  EXPECT_EQ(*ResolveDevice("cuda", 2, 8), "cuda:2");
-  EXPECT_EQ(*ResolveDevice("cuda:5", 0, 8), "cuda:5");
-  auto missing = ResolveDevice("cuda:0", 0, 0);
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(missing.status().message().find("no CUDA device is visible"), std::string::npos);
-  auto too_high = ResolveDevice("cuda", 4, 2);  // local rank 4 on a 2-GPU node
-  ASSERT_FALSE(too_high.ok());
-  EXPECT_NE(too_high.status().message().find("cuda:4 does not exist: 2 CUDA device(s)"),
-            std::string::npos)
-      << too_high.status();
-  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA:0", "cuda:99999"}) {
-    auto r = ResolveDevice(bad, 0, 2);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
-  }
-}
-
 }  // namespace
 }  // namespace retort::trainer

@@ -360,9 +360,8 @@ def _check_accelerator(objects, accelerator, errors, context):
     name = describe(workers)
     pod = _mapping(dig(workers, "spec", "template", "spec"))
     container = _first_container(workers)
-    devices = dig(_env(container, "RETORT_DEVICES"), "value")
-    if devices is None:
-        devices = flag_value(container, "devices")
+    devices = _VAR_RE.sub(lambda m: str(dig(_env(container, m.group(1)), "value", default=m.group(0))),
+                          flag_value(container, "devices") or "")
     if accelerator == "gpu":
         gpus = [_number(dig(container, "resources", k, "nvidia.com/gpu")) for k in ("requests", "limits")]
         if any(g is None or g < 1 for g in gpus):

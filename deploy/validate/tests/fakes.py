@@ -33,7 +33,8 @@ HELP = {
     + "".join(
         _flag(f)
         for f in [
-            "coordinator", "node", "local-rank", "data-address", "devices", "threads", "health-listen", "log-level",
+            "coordinator", "node", "local-rank", "data-address", "device", "devices", "threads",
+            "health-listen", "log-level",
             "metrics-listen", "tls-ca", "tls-cert", "tls-key",
         ]
     )
