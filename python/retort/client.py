@@ -66,6 +66,9 @@ class Client:
         self._version_checked = not check_version
         # The coordinator's version, once a status() or the version check has seen it.
         self.coordinator_version: str | None = None
+        # The last terminal job state any reply or event on this client carried ("" = none):
+        # wait() falls back on it when the coordinator has exited.
+        self.final_state = ""
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -83,6 +86,7 @@ class Client:
         reply = self._call("Status", pb.StatusRequest(), timeout, check_version=False)
         status = Status.from_proto(reply)
         self.coordinator_version = status.version
+        self._saw_state(status.state)
         self._version_checked = True
         return status
 
@@ -157,6 +161,7 @@ class Client:
                 for reply in call:
                     event = Event.from_proto(reply)
                     last_state = event.state
+                    self._saw_state(event.state)
                     yield event
             except grpc.RpcError as error:
                 failure = error
@@ -165,8 +170,8 @@ class Client:
             code = failure.code() if isinstance(failure, grpc.Call) else None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED and end is not None:
                 return
-            if failure is None and last_state in TERMINAL_STATES:
-                return  # the coordinator closed the stream after the job ended
+            if last_state in TERMINAL_STATES and (failure is None or code in _RECONNECT_CODES):
+                return  # the job ended and its coordinator exited
             if not reconnect or (failure is not None and code not in _RECONNECT_CODES):
                 if failure is None:
                     return
@@ -198,11 +203,15 @@ class Client:
                     grpc.StatusCode.UNAVAILABLE, f"the coordinator did not come back within "
                     f"{reconnect_timeout:.0f} s", "Watch", self.address)
             try:
-                grpc.channel_ready_future(self._channel).result(timeout=remaining)
+                _await_ready(self._channel, remaining)
                 self.status(timeout=max(0.001, min(self.timeout, limit - time.monotonic())))
                 return True
             except (grpc.FutureTimeoutError, errors.Unavailable, errors.DeadlineExceeded):
                 time.sleep(min(0.1, max(0.0, limit - time.monotonic())))
+
+    def _saw_state(self, state: str) -> None:
+        if state in TERMINAL_STATES:
+            self.final_state = state
 
     @staticmethod
     def _client_event(kind: str, message: str) -> Event:
@@ -218,7 +227,11 @@ class Client:
         seconds. Polls status() every `poll_s` and follows the event stream, so a final state
         is seen even when the coordinator exits right after it (the Status returned is then
         the last one read, with the final state from the stream). A coordinator that is away
-        is waited for until the timeout."""
+        is waited for until the timeout.
+
+        A coordinator exits soon after its job ends: to see the end of a job you are about to
+        stop, have wait() or a watch() of this client running before the job can end (the
+        final state of any of its replies and events counts), or read the run folder."""
         satisfied, what = _until(until)
         end = time.monotonic() + timeout
         stream = _StateFollower(self, end)
@@ -232,8 +245,8 @@ class Client:
                     last = status
                 except (errors.Unavailable, errors.DeadlineExceeded) as error:
                     last_error, status = error, None
-                    if last is not None and stream.final_state:
-                        status = dataclasses.replace(last, state=stream.final_state)
+                    if last is not None and self.final_state:
+                        status = dataclasses.replace(last, state=self.final_state)
                 if status is not None:
                     if satisfied(status):
                         return status
@@ -274,7 +287,7 @@ class _StateFollower:
 
     def __init__(self, client: Client, end: float) -> None:
         self.changed = threading.Event()
-        self.final_state = ""
+        self._stopped = threading.Event()
         self._call: Any = None
         self._lock = threading.Lock()
         self._closed = False
@@ -294,26 +307,34 @@ class _StateFollower:
                                            metadata=c.security.token_metadata())
             try:
                 for reply in self._call:
-                    state = Event.from_proto(reply).state
-                    if state in TERMINAL_STATES:
-                        self.final_state = state
+                    c._saw_state(Event.from_proto(reply).state)
                     self.changed.set()
             except grpc.RpcError:
                 pass
+            except ValueError:
+                return  # the client's channel was closed
             # The stream broke (coordinator away): wait.poll keeps polling; retry the stream
             # once the channel is back.
-            try:
-                grpc.channel_ready_future(c._channel).result(
-                    timeout=max(0.001, min(1.0, self._end - time.monotonic())))
-            except grpc.FutureTimeoutError:
-                pass
+            # Retried while wait() polls status(); no connectivity watcher, which would outlive
+            # a channel closed meanwhile.
+            self._stopped.wait(min(0.2, max(0.0, self._end - time.monotonic())))
 
     def close(self) -> None:
+        self._stopped.set()
         with self._lock:
             self._closed = True
             if self._call is not None:
                 self._call.cancel()
         self._thread.join(timeout=2)
+
+
+def _await_ready(channel: grpc.Channel, timeout: float) -> None:
+    """Until the channel is connected; grpc.FutureTimeoutError after `timeout` seconds."""
+    ready = grpc.channel_ready_future(channel)
+    try:
+        ready.result(timeout=timeout)
+    finally:
+        ready.cancel()  # stops its connectivity polling (it would outlive a closed channel)
 
 
 def _until(until: Until) -> tuple[Callable[[Status], bool], str]:

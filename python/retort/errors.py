@@ -49,7 +49,8 @@ class RetortRpcError(RetortError):
 
 class Unavailable(RetortRpcError):
     """UNAVAILABLE: the coordinator cannot be reached (not running, wrong address, TLS
-    handshake refused)."""
+    handshake refused); also CANCELLED, which a call gets when the coordinator shuts down
+    under it or ends a TLS 1.3 handshake late (this client never cancels a call itself)."""
 
 
 class DeadlineExceeded(RetortRpcError, TimeoutError):
@@ -87,6 +88,7 @@ class IncompatibleCoordinator(RetortRpcError):
 
 _BY_CODE: dict[grpc.StatusCode, type[RetortRpcError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.CANCELLED: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
