@@ -4,8 +4,9 @@ grpcio-tools into the build folder, so the installed package always matches the 
 built from and no generated code is committed. The version is the CMake project's
 (CMakeLists.txt `project(retort VERSION x.y.z)`), one definition for the C++ and Python halves.
 
-RETORT_PROTO_ROOT names another folder holding retort/v1/retort.proto (default: the checkout's
-proto/ beside this folder)."""
+RETORT_SOURCE_DIR names the checkout when this folder is built from a copy (default: the folder
+above this one): its proto/ and CMakeLists.txt are read, and retort.binaries looks for the
+programs in its build/."""
 import os
 import pathlib
 import re
@@ -14,12 +15,13 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
-PROTO_ROOT = pathlib.Path(os.environ.get("RETORT_PROTO_ROOT", HERE.parent / "proto"))
+SOURCE_DIR = pathlib.Path(os.environ.get("RETORT_SOURCE_DIR") or HERE.parent).resolve()
+PROTO_ROOT = SOURCE_DIR / "proto"
 PROTO = "retort/v1/retort.proto"
 
 
 def project_version():
-    cmake = HERE.parent / "CMakeLists.txt"
+    cmake = SOURCE_DIR / "CMakeLists.txt"
     match = re.search(r"project\(retort VERSION ([0-9.]+)", cmake.read_text(encoding="utf-8"))
     if match is None:
         raise SystemExit(f"retort: no `project(retort VERSION x.y.z)` in {cmake}")
@@ -33,7 +35,7 @@ class BuildWithStubs(build_py):
         super().run()
         if not (PROTO_ROOT / PROTO).is_file():
             raise SystemExit(f"retort: {PROTO_ROOT / PROTO} not found: build the package from a "
-                             "retort checkout (pip install ./python) or set RETORT_PROTO_ROOT")
+                             "retort checkout (pip install ./python) or set RETORT_SOURCE_DIR")
         try:
             import grpc_tools
             from grpc_tools import protoc
@@ -50,7 +52,7 @@ class BuildWithStubs(build_py):
         # Where the package was built from: retort.binaries looks for the checkout's build.
         (out / "retort" / "_build_info.py").write_text(
             '"""Written by setup.py when the package was built."""\n'
-            f"SOURCE_DIR = {str(HERE.parent)!r}\n", encoding="utf-8")
+            f"SOURCE_DIR = {str(SOURCE_DIR)!r}\n", encoding="utf-8")
 
 
 setup(version=project_version(), cmdclass={"build_py": BuildWithStubs})

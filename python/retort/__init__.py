@@ -4,7 +4,7 @@
   scale, drain, stop, trace, wait), generated from proto/retort/v1/retort.proto.
 - retort.JobSpec: load, build and validate job specs with the coordinator's own rules.
 - retort.read_run: a run folder (result.json, metrics.jsonl) as Python objects or pandas.
-- retort.run: one job on this machine through the local launcher retort-run.
+- retort.run / retort.start: one job on this machine through the local launcher retort-run.
 
 Submodules load what they need: `import retort.export` (model export helpers) is separate and
 not imported here.
@@ -20,7 +20,7 @@ from .errors import (BinaryNotFoundError, DeadlineExceeded, FailedPrecondition,
                      JobSpecError, NotFound, PermissionDenied, ResourceExhausted, RetortError,
                      RetortRpcError, Unauthenticated, Unavailable)
 from .jobspec import JobSpec
-from .launch import run
+from .launch import LocalJob, run, start
 from .results import Run, RunResult, read_metrics, read_run
 from .types import (CheckpointTicket, ControlResult, Event, JobFailure, Member, Status,
                     TraceWindow)
@@ -31,7 +31,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a package without m
     __version__ = "unknown"
 
 __all__ = [
-    "PROTO_PACKAGE", "Client", "JobSpec", "run", "Run", "RunResult", "read_run", "read_metrics",
+    "PROTO_PACKAGE", "Client", "JobSpec", "run", "start", "LocalJob", "Run", "RunResult", "read_run", "read_metrics",
     "Status", "Member", "Event", "JobFailure", "ControlResult", "CheckpointTicket", "TraceWindow",
     "RetortError", "RetortRpcError", "Unavailable", "DeadlineExceeded", "Unauthenticated",
     "PermissionDenied", "InvalidArgument", "NotFound", "FailedPrecondition", "ResourceExhausted",

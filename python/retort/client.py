@@ -64,6 +64,7 @@ class Client:
         self._channel = make_channel(address, self.security)
         self._stub: Any = pb_grpc.ControlServiceStub(self._channel)
         self._version_checked = not check_version
+        self._closed = False
         # The coordinator's version, once a status() or the version check has seen it.
         self.coordinator_version: str | None = None
         # The last terminal job state any reply or event on this client carried ("" = none):
@@ -72,6 +73,8 @@ class Client:
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
+        """Closes the channel; a watch() of this client then ends quietly."""
+        self._closed = True
         self._channel.close()
 
     def __enter__(self) -> Client:
@@ -168,7 +171,7 @@ class Client:
             finally:
                 call.cancel()
             code = failure.code() if isinstance(failure, grpc.Call) else None
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED and end is not None:
+            if self._closed or (code == grpc.StatusCode.DEADLINE_EXCEEDED and end is not None):
                 return
             if last_state in TERMINAL_STATES and (failure is None or code in _RECONNECT_CODES):
                 return  # the job ended and its coordinator exited
@@ -202,11 +205,14 @@ class Client:
                 raise errors.Unavailable(
                     grpc.StatusCode.UNAVAILABLE, f"the coordinator did not come back within "
                     f"{reconnect_timeout:.0f} s", "Watch", self.address)
+            if self._closed:
+                return False
             try:
-                _await_ready(self._channel, remaining)
-                self.status(timeout=max(0.001, min(self.timeout, limit - time.monotonic())))
+                # Fails at once while the channel is down; the channel reconnects by itself
+                # (backoff 0.1 s to 1 s, security.CHANNEL_OPTIONS).
+                self.status(timeout=max(0.001, min(1.0, remaining)))
                 return True
-            except (grpc.FutureTimeoutError, errors.Unavailable, errors.DeadlineExceeded):
+            except (errors.Unavailable, errors.DeadlineExceeded):
                 time.sleep(min(0.1, max(0.0, limit - time.monotonic())))
 
     def _saw_state(self, state: str) -> None:
@@ -326,15 +332,6 @@ class _StateFollower:
             if self._call is not None:
                 self._call.cancel()
         self._thread.join(timeout=2)
-
-
-def _await_ready(channel: grpc.Channel, timeout: float) -> None:
-    """Until the channel is connected; grpc.FutureTimeoutError after `timeout` seconds."""
-    ready = grpc.channel_ready_future(channel)
-    try:
-        ready.result(timeout=timeout)
-    finally:
-        ready.cancel()  # stops its connectivity polling (it would outlive a closed channel)
 
 
 def _until(until: Until) -> tuple[Callable[[Status], bool], str]:
