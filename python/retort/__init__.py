@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from . import binaries, security
 from ._stubs import PROTO_PACKAGE
 from .client import Client
 from .errors import (BinaryNotFoundError, DeadlineExceeded, FailedPrecondition,
@@ -31,7 +32,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a package without m
     __version__ = "unknown"
 
 __all__ = [
-    "PROTO_PACKAGE", "Client", "JobSpec", "run", "start", "LocalJob", "Run", "RunResult", "read_run", "read_metrics",
+    "binaries", "security", "PROTO_PACKAGE", "Client", "JobSpec", "run", "start", "LocalJob", "Run", "RunResult", "read_run", "read_metrics",
     "Status", "Member", "Event", "JobFailure", "ControlResult", "CheckpointTicket", "TraceWindow",
     "RetortError", "RetortRpcError", "Unavailable", "DeadlineExceeded", "Unauthenticated",
     "PermissionDenied", "InvalidArgument", "NotFound", "FailedPrecondition", "ResourceExhausted",

@@ -3,6 +3,8 @@ call, wait(), watch(), the fields retortctl status --json shares, and errors wit
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import socket
 import subprocess
 import threading
@@ -196,3 +198,27 @@ def test_arguments_are_checked_before_any_call(tmp_path: object) -> None:
         retort.Client(timeout=0)
     with pytest.raises(ValueError, match="not a job state"):
         retort.Client().wait(until="runing", timeout=1)
+
+
+# The C++ names of the channel arguments (grpc_types.h) and their string keys.
+_CHANNEL_ARGS = {
+    "GRPC_ARG_KEEPALIVE_TIME_MS": "grpc.keepalive_time_ms",
+    "GRPC_ARG_KEEPALIVE_TIMEOUT_MS": "grpc.keepalive_timeout_ms",
+    "GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS": "grpc.keepalive_permit_without_calls",
+    "GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA": "grpc.http2.max_pings_without_data",
+    "GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS": "grpc.initial_reconnect_backoff_ms",
+    "GRPC_ARG_MIN_RECONNECT_BACKOFF_MS": "grpc.min_reconnect_backoff_ms",
+    "GRPC_ARG_MAX_RECONNECT_BACKOFF_MS": "grpc.max_reconnect_backoff_ms",
+}
+
+
+def test_channel_and_defaults_match_the_cpp_client() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    channel = (root / "rpc" / "client_channel.cc").read_text()
+    cpp = {_CHANNEL_ARGS[name]: int(value)
+           for name, value in re.findall(r"args\.SetInt\((GRPC_ARG_\w+), (\d+)\)", channel)}
+    assert cpp == dict(retort.security.CHANNEL_OPTIONS)
+    ctl = (root / "tools" / "retortctl.cc").read_text()
+    assert f'coordinator = "{retort.security.DEFAULT_ADDRESS}"' in ctl
+    timeout_ms = int(re.search(r"int64_t timeout_ms = (\d+);", ctl).group(1))  # type: ignore[union-attr]
+    assert timeout_ms == retort.security.DEFAULT_TIMEOUT_S * 1000
