@@ -81,6 +81,11 @@ int Fail(const std::string& what, const grpc::Status& s) {
 // The member and status objects of `status --json`; python/retort/types.py (Status, Member)
 // has the same fields (tests/python keeps them equal).
 json MemberJson(const v1::MemberStatus& m) {
+  std::vector<std::string> devices;
+  for (const auto& d : m.devices())
+    devices.push_back(!d.name().empty()   ? d.name()
+                      : d.kind() == "cpu" ? d.kind()
+                                          : d.kind() + ":" + std::to_string(d.index()));
   return json{{"id", m.member_id()},
               {"rank", m.rank()},
               {"node", m.node()},
@@ -92,7 +97,8 @@ json MemberJson(const v1::MemberStatus& m) {
               {"samples_per_second", m.metrics().samples_per_second()},
               {"last_heartbeat_ms_ago", m.last_heartbeat_ms_ago()},
               {"draining", m.draining()},
-              {"generation", m.generation()}};
+              {"generation", m.generation()},
+              {"devices", devices}};
 }
 
 // The job's failure (StatusResponse.failure) or null when it has none.

@@ -150,9 +150,9 @@ class Client:
         coordinator's events (those in between are lost); Unavailable when it does not come
         back. The iteration ends after `timeout` seconds (None: no limit) or when the stream
         ends after the job finished. Close the iterator (or break) to cancel the stream."""
-        self.status()  # reachable now (and the version check): a later loss is a disconnection
+        # Reachable now (and the version check): a later loss is a disconnection.
+        last_state = self.status().state
         end = None if timeout is None else time.monotonic() + timeout
-        last_state = ""
         while True:
             remaining = None if end is None else max(0.0, end - time.monotonic())
             if remaining == 0.0:

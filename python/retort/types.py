@@ -26,6 +26,13 @@ def state_name(value: int) -> str:
 JOB_STATES = tuple(state_name(v) for v in pb.JobState.values() if v != pb.JOB_STATE_UNSPECIFIED)
 
 
+def device_name(d: Any) -> str:
+    """A retort.v1 Device as the worker's --devices names it (tools/retortctl.cc the same)."""
+    if d.name:
+        return str(d.name)
+    return "cpu" if d.kind == "cpu" else f"{d.kind}:{d.index}"
+
+
 @dataclass(frozen=True)
 class JobFailure:
     """Why a job failed: the first recurring failure a member (or the pre-flight checks) hit."""
@@ -50,8 +57,7 @@ class JobFailure:
 @dataclass(frozen=True)
 class Member:
     """One worker as the coordinator sees it. rank is -1 while it is not in a generation.
-    The coordinator's status does not report a member's device (retort.v1 MemberStatus has no
-    device field; the worker's log and step log name it)."""
+    devices: what the worker announced when it joined ("cpu", "cuda:0", ...)."""
 
     id: str
     rank: int
@@ -65,6 +71,7 @@ class Member:
     last_heartbeat_ms_ago: int
     draining: bool
     generation: int  # the generation the member last reported
+    devices: list[str] = field(default_factory=list)
 
     @staticmethod
     def from_proto(m: Any) -> Member:
@@ -73,7 +80,7 @@ class Member:
             data_address=m.data_address, step=m.step, epoch=m.epoch, loss=m.metrics.loss,
             samples_per_second=m.metrics.samples_per_second,
             last_heartbeat_ms_ago=m.last_heartbeat_ms_ago, draining=m.draining,
-            generation=m.generation)
+            generation=m.generation, devices=[device_name(d) for d in m.devices])
 
 
 @dataclass(frozen=True)

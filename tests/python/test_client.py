@@ -107,7 +107,8 @@ def test_status_fields_match_retortctl(cluster: Cluster) -> None:
     for key in ("job", "state", "generation", "min_workers", "max_workers", "version",
                 "failure", "awaiting_rejoin", "last_checkpoint_id"):
         assert ours[key] == theirs[key], key
-    for key in ("id", "rank", "node", "local_rank", "data_address", "draining"):
+    assert ours["members"][0]["devices"] == ["cpu"]
+    for key in ("id", "rank", "node", "local_rank", "data_address", "draining", "devices"):
         assert ours["members"][0][key] == theirs["members"][0][key], key
 
 
