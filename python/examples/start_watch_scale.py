@@ -39,17 +39,21 @@ def main() -> int:
                     print(f"event {event.kind}: {event.message}")
 
             threading.Thread(target=print_events, daemon=True).start()
-            status = client.wait(lambda s: s.state == "running" and s.step >= 2 and
+            status = client.wait(lambda s: s.state == "running" and
                                  len([m for m in s.members if m.rank >= 0]) == args.workers,
                                  timeout=120)
             print(f"training: generation {status.generation}, step {status.step}, "
                   f"{len(status.members)} workers")
             if args.workers > 1:
+                # Paused, so that a short job cannot end before the scale-down took effect.
+                client.pause()
+                client.wait(until="paused", timeout=60)
                 client.scale(max_workers=args.workers - 1)
                 status = client.wait(lambda s: len([m for m in s.members if m.rank >= 0]) ==
                                      args.workers - 1, timeout=60)
                 print(f"scaled down: generation {status.generation}, step {status.step}, "
                       f"{len(status.members)} workers")
+                client.resume()
         run = job.wait(timeout=600)
     except BaseException:
         job.stop()

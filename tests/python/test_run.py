@@ -36,7 +36,7 @@ def test_a_refused_spec_and_a_missing_binary_say_why(tmp_path: pathlib.Path) -> 
 def test_the_example_starts_watches_scales_and_reads_the_result(tmp_path: pathlib.Path) -> None:
     example = pathlib.Path(__file__).resolve().parents[2] / "python" / "examples"
     done = subprocess.run(
-        [sys.executable, str(example / "start_watch_scale.py"), "--workers=2", "--steps=30",
+        [sys.executable, str(example / "start_watch_scale.py"), "--workers=2", "--steps=20",
          f"--output-dir={tmp_path / 'out'}", f"--bin-dir={TOOLS}"],
         capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
