@@ -55,6 +55,7 @@ v1::StatusResponse Coordinator::GetStatus() const {
         std::chrono::duration_cast<std::chrono::milliseconds>(now - m->last_heartbeat).count());
     ms->set_draining(m->draining);
     ms->set_generation(m->generation);
+    *ms->mutable_devices() = m->identity.devices();
     step = std::max(step, m->step);
   }
   s.set_step(step);

@@ -20,6 +20,7 @@
 #include "coordinator/server.h"
 #include "rpc/health_server.h"
 #include "rpc/job_state.h"
+#include "tools/check_job.h"
 #include "tools/signals.h"
 
 using namespace retort;
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
   std::string listen = "127.0.0.1:7070", job_path, port_file;
   std::string metrics_listen, health_listen;
+  std::string check_job;
+  bool json = false;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
   bool check_paths = true;
@@ -35,12 +38,14 @@ int main(int argc, char** argv) {
   coordinator::ServerSecurity security;
   constexpr int kExitJobFailed = 3;
   ArgParser args(
-      "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
+      "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]\n"
+      "       retort-coordinator --check-job=SPEC.yaml [--json] [--no-check-paths]",
       "Runs the coordinator of one retort job: worker membership and generations, the\n"
       "optimizer-state sharding plan, coordinated checkpoints and the operator control API\n"
       "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.\n"
       "\nExit status: 0 job completed or stopped (or signalled), 1 internal error, 2 usage or\n"
-      "invalid job spec, 3 job failed (a failure that recurs on every try).");
+      "invalid job spec, 3 job failed (a failure that recurs on every try).\n"
+      "--check-job only applies the job-spec rules and pre-flight checks: 0 valid, 2 invalid.");
   args.AddString("listen", &listen,
                  "gRPC listen address host:port (port 0 picks a free port); without TLS only a "
                  "loopback address unless --insecure-listen");
@@ -95,8 +100,15 @@ int main(int argc, char** argv) {
                  "cannot present a client certificate; no other service there; empty = off)");
   args.AddString("metrics-listen", &metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  args.AddString("check-job", &check_job,
+                 "only check this job spec (YAML or JSON; - = stdin) with the coordinator's "
+                 "rules and pre-flight checks, print the result and exit (0 valid, 2 invalid)");
+  args.AddBool("json", &json,
+               "--check-job: print one JSON object ({valid, job with defaults} or {valid, "
+               "error})");
   args.AddLogLevel();
   if (auto code = args.ParseOrExitCode(argc, argv, "retort-coordinator")) return *code;
+  if (!check_job.empty()) return tools::CheckJobFile(check_job, json, check_paths);
   if (opts.state_dir.empty()) {
     std::fprintf(stderr, "retort-coordinator: --state-dir is required (see --help)\n");
     return 2;

@@ -78,7 +78,14 @@ int Fail(const std::string& what, const grpc::Status& s) {
   return 1;
 }
 
+// The member and status objects of `status --json`; python/retort/types.py (Status, Member)
+// has the same fields (tests/python keeps them equal).
 json MemberJson(const v1::MemberStatus& m) {
+  std::vector<std::string> devices;
+  for (const auto& d : m.devices())
+    devices.push_back(!d.name().empty()   ? d.name()
+                      : d.kind() == "cpu" ? d.kind()
+                                          : d.kind() + ":" + std::to_string(d.index()));
   return json{{"id", m.member_id()},
               {"rank", m.rank()},
               {"node", m.node()},
@@ -89,7 +96,9 @@ json MemberJson(const v1::MemberStatus& m) {
               {"loss", m.metrics().loss()},
               {"samples_per_second", m.metrics().samples_per_second()},
               {"last_heartbeat_ms_ago", m.last_heartbeat_ms_ago()},
-              {"draining", m.draining()}};
+              {"draining", m.draining()},
+              {"generation", m.generation()},
+              {"devices", devices}};
 }
 
 // The job's failure (StatusResponse.failure) or null when it has none.
@@ -126,11 +135,10 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"uptime_ms", r.uptime_ms()},
            {"version", r.coordinator_version()},
            {"failure", FailureJson(r)},
-           {"members", json::array()}};
+           {"members", json::array()},
+           {"awaiting_rejoin",
+            std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end())}};
     for (const auto& m : r.members()) j["members"].push_back(MemberJson(m));
-    if (r.awaiting_rejoin_size() > 0)
-      j["awaiting_rejoin"] =
-          std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end());
     std::cout << j.dump() << std::endl;
     return 0;
   }

@@ -3,7 +3,9 @@
 # Usage: deploy/validate/run-checks.sh CHECK [ARGS]
 #   schema OVERLAY       every object of deploy/k8s/rendered/OVERLAY.yaml against the strict
 #                        Kubernetes API schemas (version: retort_deploy/schema.py)
-#   policy OVERLAY       retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml (cpu or gpu)
+#   policy OVERLAY [BUILD_DIR]  retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml
+#                        (cpu or gpu); the job spec by BUILD_DIR/tools/retort-coordinator --check-job
+#                        (the coordinator's own rules; without BUILD_DIR it is left unchecked)
 #   flags BUILD_DIR      entrypoints and flags of every rendered overlay and the README's retortctl
 #                        lines against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
 #   devices BUILD_DIR    the training device of every worker pod of every rendered overlay (each
@@ -16,7 +18,8 @@
 #   render-all           regenerate deploy/k8s/rendered/*.yaml with `kubectl kustomize` (kubectl 1.21+)
 #   yamllint             lint every YAML source under deploy/ (deploy/yamllint.yaml; not rendered/)
 #   docker               static checks of deploy/docker (Dockerfiles, image scripts; shellcheck)
-#   selftest             the checkers themselves (python -m unittest), on fakes and broken manifests
+#   selftest [BUILD_DIR] the checkers themselves (python -m unittest), on fakes and broken manifests
+#                        (the job spec tests with BUILD_DIR/tools/retort-coordinator)
 # Needs the project's Python environment ($root/.venv, made by scripts/setup) with the packages
 # of scripts/python-requirements.txt, and shellcheck for `docker`.
 set -euo pipefail
@@ -43,6 +46,14 @@ rendered() {
   echo "$file"
 }
 
+# BUILD_DIR/tools/retort-coordinator (its --check-job applies the job-spec rules), or dies.
+coordinator_binary() {
+  local binary
+  binary="$(cd "$1" 2>/dev/null && pwd)/tools/retort-coordinator"
+  [[ -x "$binary" ]] || die "$1/tools/retort-coordinator not built (cmake --build $1 --target retort-coordinator)"
+  echo "$binary"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -56,10 +67,12 @@ case "$check" in
     "$python" "$here/check_schema.py" "$file"
     ;;
   policy)
-    (($# == 1)) || die "usage: policy OVERLAY"
+    (($# == 1 || $# == 2)) || die "usage: policy OVERLAY [BUILD_DIR]"
     need_python
     file=$(rendered "$1")
-    "$python" "$here/check_policy.py" --accelerator="$1" "$file"
+    coordinator=()
+    (($# == 2)) && coordinator=(--coordinator="$(coordinator_binary "$2")")
+    "$python" "$here/check_policy.py" --accelerator="$1" "${coordinator[@]}" "$file"
     ;;
   flags)
     (($# == 1)) || die "usage: flags BUILD_DIR"
@@ -121,7 +134,12 @@ case "$check" in
     echo "shellcheck: ${#scripts[@]} scripts clean"
     ;;
   selftest)
+    (($# <= 1)) || die "usage: selftest [BUILD_DIR]"
     need_python
+    if (($# == 1)); then
+      RETORT_COORDINATOR=$(coordinator_binary "$1")
+      export RETORT_COORDINATOR
+    fi
     cd "$here"
     "$python" -m unittest discover --start-directory tests --top-level-directory . --buffer
     ;;

@@ -11,7 +11,6 @@ import json
 import re
 
 from . import yaml12
-from .job_spec import check_job_spec
 from .manifests import containers_of, describe, dig, items, pod_spec_of
 
 COORDINATOR = "retort-coordinator"
@@ -265,6 +264,7 @@ def _check_coordinator(objects, errors, context):
     if text is None:
         errors.append(f"{name}: --job={job_path} is not a key of a mounted ConfigMap")
         return
+    context["job_spec_text"] = str(text)
     try:
         context["job_spec"] = yaml12.load(str(text))
     except yaml12.yaml.YAMLError as error:
@@ -401,9 +401,10 @@ def _check_one_namespace(objects, errors):
             errors.append(f"{describe(o)}: namespace must be {namespaces[0]} (is {ns or 'unset'})")
 
 
-def check_policy(objects, accelerator, proto_messages):
+def check_policy(objects, accelerator, job_checker):
     """Every rule on the objects of one rendered overlay; `accelerator` is 'cpu' or 'gpu'.
-    `proto_messages` is parse_proto_messages() of proto/retort/v1/retort.proto."""
+    `job_checker` is a job_spec.JobSpecChecker (the coordinator's own rules), or None to leave
+    the job spec unchecked."""
     objects = [o for o in objects if isinstance(o, dict)]
     errors = []
     context = {}
@@ -411,8 +412,8 @@ def check_policy(objects, accelerator, proto_messages):
     _check_container_security(objects, errors)
     _check_volume_references(objects, errors)
     _check_coordinator(objects, errors, context)
-    if "job_spec" in context:
-        errors.extend(f"job spec: {m}" for m in check_job_spec(context["job_spec"], proto_messages))
+    if "job_spec" in context and job_checker is not None:
+        errors.extend(f"job spec: {m}" for m in job_checker.check(context["job_spec_text"], context["job_spec"]))
     _check_workers(objects, errors, context)
     _check_shared_storage(objects, errors, context)
     _check_accelerator(objects, accelerator, errors, context)
