@@ -1,7 +1,5 @@
 #include "collectives/net_interface.h"
 
-#include "common/host_port.h"
-
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -12,6 +10,19 @@
 namespace retort::collectives {
 namespace {
 
+// "host", "host:port", "[v6]", "[v6]:port" -> host. A bare IPv6 literal (several colons) is
+// taken whole.
+std::string HostPart(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    return close == std::string::npos ? address : address.substr(1, close - 1);
+  }
+  const size_t colon = address.find(':');
+  if (colon != std::string::npos && address.find(':', colon + 1) == std::string::npos)
+    return address.substr(0, colon);
+  return address;
+}
+
 struct IfaddrsDeleter {
   void operator()(ifaddrs* p) const { freeifaddrs(p); }
 };
@@ -19,7 +30,7 @@ struct IfaddrsDeleter {
 }  // namespace
 
 StatusOr<std::string> InterfaceForAddress(const std::string& address) {
-  const std::string host = SplitHostPort(address).host;
+  const std::string host = HostPart(address);
   in_addr v4{};
   in6_addr v6{};
   const bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;

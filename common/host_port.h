@@ -1,5 +1,6 @@
 // Splitting a network address into host and port: the one reading of "host:port" for listen
-// flags, data-plane addresses and gRPC peers. Std only; pure functions, thread-safe.
+// flags and addresses. (collectives/net_interface.cc's HostPart reads it the same way and can
+// use this.) Std only; pure functions, thread-safe.
 #pragma once
 
 #include <string>
