@@ -2,19 +2,13 @@
 
 #include <arpa/inet.h>
 
+#include "common/host_port.h"
+
 namespace retort::coordinator {
 
 bool IsLoopbackListenAddress(const std::string& listen) {
   if (listen.rfind("unix:", 0) == 0 || listen.rfind("unix-abstract:", 0) == 0) return true;
-  std::string host;
-  if (!listen.empty() && listen.front() == '[') {
-    const size_t close = listen.find(']');
-    if (close == std::string::npos) return false;
-    host = listen.substr(1, close - 1);
-  } else {
-    const size_t colon = listen.rfind(':');
-    host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  }
+  const std::string host = SplitHostPort(listen).host;
   if (host == "localhost") return true;
   in_addr v4{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1)

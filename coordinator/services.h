@@ -1,8 +1,8 @@
-// gRPC adapters: each handler checks the caller's role (authorizer.h), the request's size
-// (request_limits.h) and, for calls made for a member, its member secret (member_secret.h), then
-// delegates to the Coordinator, mapping retort::Status to grpc::Status. Every refusal is logged
-// with the peer and its identity (RefusalLog) and changes nothing. Callback API: handlers never
-// block.
+// gRPC adapters: every handler, unary or streaming, passes one admission path (services.cc:
+// Admit) that checks the caller's role (authorizer.h), the request's size (request_limits.h)
+// and, for calls made for a member, its member secret (member_secret.h); then it delegates to the
+// Coordinator, mapping retort::Status to grpc::Status. Every refusal is logged with the peer and
+// its identity (RefusalLog) and changes nothing. Callback API: handlers never block.
 #pragma once
 
 #include <map>

@@ -3,10 +3,24 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include "common/args.h"
 #include "common/credential_files.h"
 #include "rpc/metadata.h"
 
 namespace retort::rpc {
+
+void AddClientSecurityFlags(ArgParser& args, ClientSecurity* security, const std::string& role) {
+  args.AddString("tls-ca", &security->tls_ca,
+                 "PEM CA that signed the coordinator's certificate: connect over TLS");
+  args.AddString(
+      "tls-cert", &security->tls_cert,
+      "PEM client certificate (subject OU=" + role + ") for mutual TLS; re-read when it changes");
+  args.AddString("tls-key", &security->tls_key, "PEM private key of --tls-cert");
+  args.AddInt("tls-refresh-s", &security->refresh_s,
+              "how often the certificate, key and CA files are checked for changes");
+  args.AddString("token-file", &security->token_file,
+                 "file holding the " + role + " role's bearer token, sent with every call");
+}
 
 Status ValidateClientSecurity(const ClientSecurity& s) {
   if (s.tls_cert.empty() != s.tls_key.empty())

@@ -14,6 +14,10 @@
 
 #include "common/status.h"
 
+namespace retort {
+class ArgParser;
+}
+
 namespace retort::rpc {
 
 struct ClientSecurity {
@@ -32,6 +36,11 @@ struct ClientSecurity {
 // certificate, a certificate without a CA to check the coordinator with) or a file is
 // unreadable.
 Status ValidateClientSecurity(const ClientSecurity& security);
+
+// Registers a client's security flags on `args`, bound to `security`: --tls-ca, --tls-cert,
+// --tls-key, --tls-refresh-s and --token-file. `role` (worker or operator) is the one the
+// certificate's subject OU and the token name, in the help.
+void AddClientSecurityFlags(ArgParser& args, ClientSecurity* security, const std::string& role);
 
 // Channel credentials for `security` (insecure when it has no TLS).
 std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const ClientSecurity& security);

@@ -21,12 +21,18 @@
 #include "rpc/health_server.h"
 #include "rpc/job_state.h"
 #include "tools/check_job.h"
+#include "tools/exit_status.h"
 #include "tools/signals.h"
 
 using namespace retort;
 
-int main(int argc, char** argv) {
-  tools::BlockTerminationSignals();
+namespace {
+
+constexpr const char* kProgram = "retort-coordinator";
+constexpr int kExitJobFailed = 3;
+
+// Everything the flags say.
+struct Config {
   std::string listen = "127.0.0.1:7070", job_path, port_file;
   std::string metrics_listen, health_listen;
   std::string check_job;
@@ -36,7 +42,173 @@ int main(int argc, char** argv) {
   bool check_paths = true;
   bool insecure_listen = false;
   coordinator::ServerSecurity security;
-  constexpr int kExitJobFailed = 3;
+};
+
+void RegisterFlags(ArgParser& args, Config* c) {
+  args.AddString("listen", &c->listen,
+                 "gRPC listen address host:port (port 0 picks a free port); without TLS only a "
+                 "loopback address unless --insecure-listen");
+  args.AddBool("insecure-listen", &c->insecure_listen,
+               "allow --listen on an address other hosts can reach without TLS: anyone who "
+               "reaches it can join, steer or stop the job (logs a warning at start)");
+  args.AddString("tls-cert", &c->security.tls_cert,
+                 "PEM certificate of this coordinator: serve TLS (re-read when the file changes)");
+  args.AddString("tls-key", &c->security.tls_key, "PEM private key of --tls-cert");
+  args.AddString("tls-ca", &c->security.tls_ca,
+                 "PEM CA: require client certificates signed by it (mutual TLS); the role is the "
+                 "certificate subject's OU: worker or operator");
+  args.AddInt("tls-refresh-s", &c->security.refresh_s,
+              "how often the certificate, key and CA files are checked for changes");
+  args.AddString("worker-token-file", &c->security.worker_token_file,
+                 "file holding the bearer token of the worker role (re-read when it changes)");
+  args.AddString("operator-token-file", &c->security.operator_token_file,
+                 "file holding the bearer token of the operator role (re-read when it changes)");
+  args.AddString("state-dir", &c->opts.state_dir, "directory for durable state (required)");
+  args.AddString("job", &c->job_path,
+                 "job spec (YAML or JSON); required on first start, optional on restart");
+  args.AddInt("heartbeat-interval-ms", &c->opts.heartbeat_interval_ms,
+              "how often workers heartbeat");
+  args.AddInt("eviction-timeout-ms", &c->opts.eviction_timeout_ms,
+              "evict a worker silent for this long");
+  args.AddInt("disconnect-grace-ms", &c->opts.disconnect_grace_ms,
+              "evict a worker whose generation stream closed and stayed closed this long "
+              "(0 = heartbeats only)");
+  args.AddInt("settle-ms", &c->opts.settle_ms,
+              "form a generation after membership is quiet this long");
+  args.AddInt("min-workers", &c->opts.min_workers,
+              "override the job's elastic.min_workers (0 = job's)");
+  args.AddInt("max-workers", &c->opts.max_workers,
+              "override the job's elastic.max_workers (0 = job's)");
+  args.AddInt("rejoin-grace-ms", &c->opts.rejoin_grace_ms,
+              "after a restart, wait up to this long for the previous generation's workers to "
+              "re-join before forming a generation (their in-memory state may be newer than the "
+              "last checkpoint); ends early once all are back; 0 = do not wait");
+  args.AddBool("restart-from-scratch", &c->opts.restart_from_scratch,
+               "when state.json lists checkpoints and none of them is usable, forget them and "
+               "start the job from step 0 (without it the coordinator refuses to start)");
+  args.AddString("checkpoint-dir", &c->opts.checkpoint_dir,
+                 "where checkpoints are committed (default STATE_DIR/checkpoints)");
+  args.AddBool("exit-when-finished", &c->exit_when_finished,
+               "exit once the job is stopped/completed and all workers left");
+  args.AddBool("check-paths", &c->check_paths,
+               "check that the job's local dataset/model paths exist on this host before any "
+               "worker starts (--no-check-paths: only the workers can see them)");
+  args.AddString("port-file", &c->port_file,
+                 "write the bound port to this file (for launchers and tests)");
+  args.AddString("health-listen", &c->health_listen,
+                 "also serve grpc.health.v1 alone, in plain TCP, on host:port (for probes that "
+                 "cannot present a client certificate; no other service there; empty = off)");
+  args.AddString("metrics-listen", &c->metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  args.AddString("check-job", &c->check_job,
+                 "only check this job spec (YAML or JSON; - = stdin) with the coordinator's "
+                 "rules and pre-flight checks, print the result and exit (0 valid, 2 invalid)");
+  args.AddBool("json", &c->json,
+               "--check-job: print one JSON object ({valid, job with defaults} or {valid, "
+               "error})");
+  args.AddLogLevel();
+}
+
+// The flags' rules and the job spec (loaded and pre-flight checked): usage errors.
+StatusOr<std::optional<v1::JobSpec>> CheckConfig(const Config& c) {
+  if (c.opts.state_dir.empty()) return InvalidArgumentError("--state-dir is required (see --help)");
+  if (Status allowed =
+          coordinator::CheckListenPolicy(c.listen, c.security.tls(), c.insecure_listen);
+      !allowed.ok())
+    return tools::UsageError(allowed);
+  if (Status valid = coordinator::ValidateServerSecurity(c.security); !valid.ok())
+    return tools::UsageError(valid);
+  if (c.job_path.empty()) return std::optional<v1::JobSpec>();
+  auto spec = coordinator::LoadJobSpecFile(c.job_path);
+  if (!spec.ok()) return tools::UsageError(spec.status(), "invalid job spec");
+  coordinator::PreflightOptions preflight;
+  preflight.check_paths = c.check_paths;
+  if (Status checked = coordinator::PreflightJob(*spec, preflight); !checked.ok())
+    return tools::UsageError(checked, "job spec " + c.job_path + " fails pre-flight checks");
+  return std::optional<v1::JobSpec>(*spec);
+}
+
+void LogTransport(const Config& c) {
+  const auto& security = c.security;
+  LOG_INFO("coordinator") << "transport: "
+                          << (!security.tls()           ? "plain TCP"
+                              : security.tls_ca.empty() ? "TLS (no client certificates)"
+                                                        : "mutual TLS")
+                          << (security.worker_token_file.empty() &&
+                                      security.operator_token_file.empty()
+                                  ? ""
+                                  : ", bearer tokens");
+  if (!security.tls() && !coordinator::IsLoopbackListenAddress(c.listen))
+    LOG_WARN("coordinator") << "INSECURE: serving the control plane on " << c.listen
+                            << " without TLS (--insecure-listen): anyone who can reach it can "
+                               "join, steer or stop the job";
+}
+
+// Serves the job until it finishes (with --exit-when-finished) or a signal arrives; returns the
+// job's last status.
+StatusOr<v1::StatusResponse> Run(Config c) {
+  RETORT_ASSIGN_OR_RETURN(std::optional<v1::JobSpec> job, CheckConfig(c));
+  std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
+  if (!c.metrics_listen.empty()) {
+    RETORT_ASSIGN_OR_RETURN(metrics,
+                            coordinator::CoordinatorMetricsEndpoint::Start(c.metrics_listen));
+    c.opts.observer = metrics->observer();
+    LOG_INFO("coordinator") << "metrics on port " << metrics->port() << " (/metrics)";
+  }
+  RealClock clock;
+  auto created = coordinator::Coordinator::Create(c.opts, job, &clock);
+  if (!created.ok()) return tools::RunError(created.status());
+  coordinator::Coordinator* coord = created->get();
+  if (metrics) metrics->Attach(coord);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  if (metrics) interceptors = metrics->TakeInterceptors();
+  auto server =
+      coordinator::CoordinatorServer::Start(coord, c.listen, c.security, std::move(interceptors));
+  if (!server.ok()) return tools::RunError(server.status());
+  std::unique_ptr<rpc::HealthServer> health;
+  if (!c.health_listen.empty()) {
+    const std::vector<std::string> services = {v1::WorkerService::service_full_name(),
+                                               v1::ControlService::service_full_name()};
+    RETORT_ASSIGN_OR_RETURN(health, rpc::HealthServer::Start(c.health_listen, services));
+    LOG_INFO("coordinator") << "health checks (plain TCP, grpc.health.v1 only) on port "
+                            << health->port();
+  }
+  coord->Start();
+  LogTransport(c);
+  LOG_INFO("coordinator") << "listening on port " << (*server)->port() << " (job '"
+                          << coord->GetStatus().job_name() << "', state dir " << c.opts.state_dir
+                          << ")";
+  if (!c.port_file.empty()) {
+    Status s = WritePortFile(c.port_file, (*server)->port());
+    if (!s.ok()) LOG_ERROR("coordinator") << "writing --port-file: " << s;
+  }
+  std::atomic<bool> signalled{false};
+  tools::TerminationSignalWatcher signal_watcher([&signalled](int sig) {
+    LOG_INFO("coordinator") << "signal " << sig
+                            << ": shutting down (state is durable; restart to resume)";
+    signalled = true;
+  });
+  while (!signalled) {
+    if (c.exit_when_finished && coord->WaitFinished(200)) {
+      LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
+                              << "); exiting";
+      break;
+    }
+    if (!c.exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  v1::StatusResponse final_status = coord->GetStatus();
+  if (health) health->Shutdown();
+  (*server)->Shutdown(1000);
+  coord->Shutdown();
+  metrics.reset();  // no scrape may outlive the coordinator
+  return final_status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tools::BlockTerminationSignals();
+  Config config;
   ArgParser args(
       "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]\n"
       "       retort-coordinator --check-job=SPEC.yaml [--json] [--no-check-paths]",
@@ -46,186 +218,18 @@ int main(int argc, char** argv) {
       "\nExit status: 0 job completed or stopped (or signalled), 1 internal error, 2 usage or\n"
       "invalid job spec, 3 job failed (a failure that recurs on every try).\n"
       "--check-job only applies the job-spec rules and pre-flight checks: 0 valid, 2 invalid.");
-  args.AddString("listen", &listen,
-                 "gRPC listen address host:port (port 0 picks a free port); without TLS only a "
-                 "loopback address unless --insecure-listen");
-  args.AddBool("insecure-listen", &insecure_listen,
-               "allow --listen on an address other hosts can reach without TLS: anyone who "
-               "reaches it can join, steer or stop the job (logs a warning at start)");
-  args.AddString("tls-cert", &security.tls_cert,
-                 "PEM certificate of this coordinator: serve TLS (re-read when the file changes)");
-  args.AddString("tls-key", &security.tls_key, "PEM private key of --tls-cert");
-  args.AddString("tls-ca", &security.tls_ca,
-                 "PEM CA: require client certificates signed by it (mutual TLS); the role is the "
-                 "certificate subject's OU: worker or operator");
-  args.AddInt("tls-refresh-s", &security.refresh_s,
-              "how often the certificate, key and CA files are checked for changes");
-  args.AddString("worker-token-file", &security.worker_token_file,
-                 "file holding the bearer token of the worker role (re-read when it changes)");
-  args.AddString("operator-token-file", &security.operator_token_file,
-                 "file holding the bearer token of the operator role (re-read when it changes)");
-  args.AddString("state-dir", &opts.state_dir, "directory for durable state (required)");
-  args.AddString("job", &job_path,
-                 "job spec (YAML or JSON); required on first start, optional on restart");
-  args.AddInt("heartbeat-interval-ms", &opts.heartbeat_interval_ms, "how often workers heartbeat");
-  args.AddInt("eviction-timeout-ms", &opts.eviction_timeout_ms,
-              "evict a worker silent for this long");
-  args.AddInt("disconnect-grace-ms", &opts.disconnect_grace_ms,
-              "evict a worker whose generation stream closed and stayed closed this long "
-              "(0 = heartbeats only)");
-  args.AddInt("settle-ms", &opts.settle_ms,
-              "form a generation after membership is quiet this long");
-  args.AddInt("min-workers", &opts.min_workers,
-              "override the job's elastic.min_workers (0 = job's)");
-  args.AddInt("max-workers", &opts.max_workers,
-              "override the job's elastic.max_workers (0 = job's)");
-  args.AddInt("rejoin-grace-ms", &opts.rejoin_grace_ms,
-              "after a restart, wait up to this long for the previous generation's workers to "
-              "re-join before forming a generation (their in-memory state may be newer than the "
-              "last checkpoint); ends early once all are back; 0 = do not wait");
-  args.AddBool("restart-from-scratch", &opts.restart_from_scratch,
-               "when state.json lists checkpoints and none of them is usable, forget them and "
-               "start the job from step 0 (without it the coordinator refuses to start)");
-  args.AddString("checkpoint-dir", &opts.checkpoint_dir,
-                 "where checkpoints are committed (default STATE_DIR/checkpoints)");
-  args.AddBool("exit-when-finished", &exit_when_finished,
-               "exit once the job is stopped/completed and all workers left");
-  args.AddBool("check-paths", &check_paths,
-               "check that the job's local dataset/model paths exist on this host before any "
-               "worker starts (--no-check-paths: only the workers can see them)");
-  args.AddString("port-file", &port_file,
-                 "write the bound port to this file (for launchers and tests)");
-  args.AddString("health-listen", &health_listen,
-                 "also serve grpc.health.v1 alone, in plain TCP, on host:port (for probes that "
-                 "cannot present a client certificate; no other service there; empty = off)");
-  args.AddString("metrics-listen", &metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
-  args.AddString("check-job", &check_job,
-                 "only check this job spec (YAML or JSON; - = stdin) with the coordinator's "
-                 "rules and pre-flight checks, print the result and exit (0 valid, 2 invalid)");
-  args.AddBool("json", &json,
-               "--check-job: print one JSON object ({valid, job with defaults} or {valid, "
-               "error})");
-  args.AddLogLevel();
-  if (auto code = args.ParseOrExitCode(argc, argv, "retort-coordinator")) return *code;
-  if (!check_job.empty()) return tools::CheckJobFile(check_job, json, check_paths);
-  if (opts.state_dir.empty()) {
-    std::fprintf(stderr, "retort-coordinator: --state-dir is required (see --help)\n");
-    return 2;
-  }
-  if (Status allowed = coordinator::CheckListenPolicy(listen, security.tls(), insecure_listen);
-      !allowed.ok()) {
-    std::fprintf(stderr, "retort-coordinator: %s\n", allowed.message().c_str());
-    return 2;
-  }
-  if (Status valid = coordinator::ValidateServerSecurity(security); !valid.ok()) {
-    std::fprintf(stderr, "retort-coordinator: %s\n", valid.message().c_str());
-    return 2;
-  }
-  std::optional<v1::JobSpec> job;
-  if (!job_path.empty()) {
-    auto spec = coordinator::LoadJobSpecFile(job_path);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "retort-coordinator: invalid job spec: %s\n",
-                   spec.status().message().c_str());
-      return 2;
-    }
-    job = *spec;
-    coordinator::PreflightOptions preflight;
-    preflight.check_paths = check_paths;
-    Status checked = coordinator::PreflightJob(*job, preflight);
-    if (!checked.ok()) {
-      std::fprintf(stderr, "retort-coordinator: job spec %s fails pre-flight checks: %s\n",
-                   job_path.c_str(), checked.message().c_str());
-      return 2;
-    }
-  }
-  std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
-  if (!metrics_listen.empty()) {
-    auto m = coordinator::CoordinatorMetricsEndpoint::Start(metrics_listen);
-    if (!m.ok()) {
-      std::fprintf(stderr, "retort-coordinator: %s\n", m.status().message().c_str());
-      return m.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    metrics = std::move(*m);
-    opts.observer = metrics->observer();
-    LOG_INFO("coordinator") << "metrics on port " << metrics->port() << " (/metrics)";
-  }
-  RealClock clock;
-  auto c = coordinator::Coordinator::Create(opts, job, &clock);
-  if (!c.ok()) {
-    std::fprintf(stderr, "retort-coordinator: %s\n", c.status().ToString().c_str());
-    return 1;
-  }
-  if (metrics) metrics->Attach(c->get());
-  auto server = coordinator::CoordinatorServer::Start(
-      c->get(), listen, security,
-      metrics
-          ? metrics->TakeInterceptors()
-          : std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>());
-  if (!server.ok()) {
-    std::fprintf(stderr, "retort-coordinator: %s\n", server.status().message().c_str());
-    return 1;
-  }
-  std::unique_ptr<rpc::HealthServer> health;
-  if (!health_listen.empty()) {
-    auto h = rpc::HealthServer::Start(health_listen, {v1::WorkerService::service_full_name(),
-                                                      v1::ControlService::service_full_name()});
-    if (!h.ok()) {
-      std::fprintf(stderr, "retort-coordinator: %s\n", h.status().message().c_str());
-      return 1;
-    }
-    health = std::move(*h);
-    LOG_INFO("coordinator") << "health checks (plain TCP, grpc.health.v1 only) on port "
-                            << health->port();
-  }
-  (*c)->Start();
-  LOG_INFO("coordinator") << "transport: "
-                          << (!security.tls()           ? "plain TCP"
-                              : security.tls_ca.empty() ? "TLS (no client certificates)"
-                                                        : "mutual TLS")
-                          << (security.worker_token_file.empty() &&
-                                      security.operator_token_file.empty()
-                                  ? ""
-                                  : ", bearer tokens");
-  if (!security.tls() && !coordinator::IsLoopbackListenAddress(listen))
-    LOG_WARN("coordinator") << "INSECURE: serving the control plane on " << listen
-                            << " without TLS (--insecure-listen): anyone who can reach it can "
-                               "join, steer or stop the job";
-  LOG_INFO("coordinator") << "listening on port " << (*server)->port() << " (job '"
-                          << (*c)->GetStatus().job_name() << "', state dir " << opts.state_dir
-                          << ")";
-  if (!port_file.empty()) {
-    Status s = WritePortFile(port_file, (*server)->port());
-    if (!s.ok()) LOG_ERROR("coordinator") << "writing --port-file: " << s;
-  }
-  std::atomic<bool> signalled{false};
-  coordinator::Coordinator* coord = c->get();
-  tools::TerminationSignalWatcher signal_watcher([&signalled, coord](int sig) {
-    LOG_INFO("coordinator") << "signal " << sig
-                            << ": shutting down (state is durable; restart to resume)";
-    signalled = true;
-    (void)coord;
-  });
-  while (!signalled) {
-    if (exit_when_finished && coord->WaitFinished(200)) {
-      LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
-                              << "); exiting";
-      break;
-    }
-    if (!exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const v1::StatusResponse final_status = coord->GetStatus();
-  if (health) health->Shutdown();
-  (*server)->Shutdown(1000);
-  (*c)->Shutdown();
-  metrics.reset();  // no scrape may outlive the coordinator
-  if (final_status.state() == v1::JOB_STATE_FAILED) {
-    const auto& f = final_status.failure();
-    std::fprintf(stderr, "retort-coordinator: job '%s' failed: %s (member %s, %s, step %lld)\n",
-                 final_status.job_name().c_str(), f.message().c_str(), f.member_id().c_str(),
+  RegisterFlags(args, &config);
+  if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
+  if (!config.check_job.empty())
+    return tools::CheckJobFile(config.check_job, config.json, config.check_paths);
+  StatusOr<v1::StatusResponse> final_status = Run(std::move(config));
+  if (!final_status.ok()) return tools::ExitCode(kProgram, final_status.status());
+  if (final_status->state() == v1::JOB_STATE_FAILED) {
+    const auto& f = final_status->failure();
+    std::fprintf(stderr, "%s: job '%s' failed: %s (member %s, %s, step %lld)\n", kProgram,
+                 final_status->job_name().c_str(), f.message().c_str(), f.member_id().c_str(),
                  f.phase().c_str(), static_cast<long long>(f.step()));
     return kExitJobFailed;
   }
-  return 0;
+  return tools::kExitOk;
 }

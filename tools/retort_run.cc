@@ -15,6 +15,7 @@
 #include "common/args.h"
 #include "common/file_util.h"
 #include "coordinator/job_spec.h"
+#include "tools/exit_status.h"
 #include "tools/job_runner.h"
 #include "tools/signals.h"
 
@@ -64,8 +65,6 @@ std::string FormatDuration(double seconds) {
   std::snprintf(buf, sizeof(buf), "%d:%02d", s / 60, s % 60);
   return buf;
 }
-
-}  // namespace
 
 // Reads <dir>/result.json written by rank 0 at the end of a job.
 std::optional<nlohmann::json> ReadResult(const std::string& dir) {
@@ -164,15 +163,116 @@ int RunDefaultPipeline(tools::RunOptions o, const std::string& output_dir,
   return 0;
 }
 
+constexpr const char* kProgram = "retort-run";
+
+// Everything the flags say.
+struct Config {
+  tools::RunOptions o;
+  std::string job_path;
+  int max_restarts = tools::RestartPolicy{}.max_restarts;
+  bool print_job = false;
+};
+
+void RegisterFlags(ArgParser& args, Config* c) {
+  args.AddString("job", &c->job_path,
+                 "job spec (YAML or JSON); default: the embedded Fashion-MNIST job");
+  args.AddInt("workers", &c->o.workers, "number of worker processes");
+  args.AddInt("workers-per-node", &c->o.workers_per_node,
+              "simulate nodes of this many workers (0 = all on one node)");
+  args.AddInt("gpus-per-node", &c->o.gpus_per_node,
+              "one worker per GPU: nodes of this many workers, worker L of a node on cuda:L "
+              "(sets --workers-per-node; NCCL inside a node, UCX between nodes)");
+  args.AddInt("threads", &c->o.threads,
+              "compute threads per worker (0 = the job's threads_per_worker)");
+  args.AddString("output-dir", &c->o.output_flag,
+                 "the run's directory: outputs, state and checkpoints (default: the job's "
+                 "output_dir, else retort-out)");
+  args.AddString("state-dir", &c->o.state_flag,
+                 "keep the coordinator's state (and default checkpoints) here instead of "
+                 "OUTPUT/state");
+  args.AddBool("fresh", &c->o.fresh,
+               "remove what an earlier run of the job left (state, checkpoints, metrics, "
+               "results) and start from scratch");
+  args.AddInt("max-restarts", &c->max_restarts,
+              "restart a worker that died at most this many times per worker (0 = never)");
+  args.AddInt("exit-grace-s", &c->o.exit_grace_s,
+              "after the coordinator exits, wait this long for workers to exit by themselves "
+              "before SIGTERM");
+  args.AddString("bin-dir", &c->o.bin_dir,
+                 "directory holding retort-coordinator and retort-worker");
+  args.AddBool("stop-when-formed", &c->o.stop_when_formed,
+               "stop the job once all workers formed a generation");
+  args.AddInt("timeout-s", &c->o.timeout_s, "stop the job after this many seconds (0 = no limit)");
+  args.AddBool("print-job", &c->print_job, "print the job spec that would run, and exit");
+  args.AddBool("train", &c->o.train, "workers train (--no-train: control plane only)");
+  args.AddString("log-level", &c->o.log_level, "log level of the coordinator and workers");
+  args.AddBool("tls", &c->o.tls,
+               "mutual TLS between the coordinator, workers and launcher, with certificates "
+               "made in OUTPUT_DIR/tls (see retortctl certs) unless --tls-dir names them");
+  args.AddString("tls-dir", &c->o.tls_dir,
+                 "mutual TLS with the certificates in this folder (as `retortctl certs` writes "
+                 "them: ca.crt, coordinator/worker/operator .crt and .key)");
+  args.AddStringList("worker-arg", &c->o.worker_args,
+                     "pass this flag to every worker (repeatable), e.g. "
+                     "--worker-arg=--comm-timeout-ms=20000");
+}
+
+// The flags' rules: usage errors. Folds --gpus-per-node and --max-restarts into the options.
+Status CheckConfig(Config* c) {
+  tools::RunOptions& o = c->o;
+  if (o.gpus_per_node > 0) {
+    if (o.workers_per_node > 0 && o.workers_per_node != o.gpus_per_node)
+      return InvalidArgumentError("--gpus-per-node=" + std::to_string(o.gpus_per_node) +
+                                  " and --workers-per-node=" + std::to_string(o.workers_per_node) +
+                                  " disagree");
+    o.workers_per_node = o.gpus_per_node;
+  }
+  if (o.workers < 1 || o.workers > 256 || o.workers_per_node < 0 || o.gpus_per_node < 0 ||
+      o.threads < 0 || o.timeout_s < 0 || c->max_restarts < 0 || c->max_restarts > 1000 ||
+      o.exit_grace_s < 0)
+    return InvalidArgumentError(
+        "--workers must be in [1, 256], --max-restarts in [0, 1000]; other counts must be >= 0");
+  o.restarts.max_restarts = c->max_restarts;
+  return Status::Ok();
+}
+
+// The job spec's text: --job's file, else the embedded teacher job.
+StatusOr<std::string> JobText(const Config& c) {
+  if (c.job_path.empty()) return std::string(kTeacherJob);
+  auto text = ReadFileToString(c.job_path);
+  if (!text.ok()) return tools::UsageError(text.status());
+  return *text;
+}
+
+// Runs the job (or the embedded pipeline, or prints the spec); the launcher's exit code, or a
+// usage error.
+StatusOr<int> Run(Config c) {
+  RETORT_RETURN_IF_ERROR(CheckConfig(&c));
+  RETORT_ASSIGN_OR_RETURN(std::string job_text, JobText(c));
+  auto job = coordinator::ParseJobSpec(job_text, c.job_path.empty() ? "embedded job" : c.job_path);
+  if (!job.ok()) return tools::UsageError(job.status(), "invalid job spec");
+  if (c.print_job) {
+    if (c.job_path.empty())
+      std::printf("# step 1: the teacher\n%s---\n# step 2: the distillation\n%s", kTeacherJob,
+                  kStudentJob);
+    else
+      std::printf("%s", job_text.c_str());
+    return tools::kExitOk;
+  }
+  std::atomic<int> interrupts{0};
+  tools::TerminationSignalWatcher signal_watcher([&](int) { interrupts++; });
+  if (!c.job_path.empty()) return tools::RunJob(c.o, *job, interrupts);
+  return RunDefaultPipeline(c.o, c.o.output_flag, interrupts);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
   // Line-buffered even into a file or pipe: progress and pids appear as they happen.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::string job_path;
-  tools::RunOptions o;
-  o.bin_dir = SelfDir();
-  int max_restarts = o.restarts.max_restarts;
-  bool print_job = false;
+  Config config;
+  config.o.bin_dir = SelfDir();
   ArgParser args(
       "retort-run [--job=SPEC.yaml] [--workers=N] [flags]",
       "Runs a retort job on this machine: one coordinator and N workers on 127.0.0.1.\n"
@@ -193,88 +293,8 @@ int main(int argc, char** argv) {
       "\n"
       "The last line says how the job ended. Exit status: 0 completed (or already completed,\n"
       "or stopped as asked), 1 failed (the reason is on the last line), 2 usage error.");
-  args.AddString("job", &job_path,
-                 "job spec (YAML or JSON); default: the embedded Fashion-MNIST job");
-  args.AddInt("workers", &o.workers, "number of worker processes");
-  args.AddInt("workers-per-node", &o.workers_per_node,
-              "simulate nodes of this many workers (0 = all on one node)");
-  args.AddInt("gpus-per-node", &o.gpus_per_node,
-              "one worker per GPU: nodes of this many workers, worker L of a node on cuda:L "
-              "(sets --workers-per-node; NCCL inside a node, UCX between nodes)");
-  args.AddInt("threads", &o.threads,
-              "compute threads per worker (0 = the job's threads_per_worker)");
-  args.AddString("output-dir", &o.output_flag,
-                 "the run's directory: outputs, state and checkpoints (default: the job's "
-                 "output_dir, else retort-out)");
-  args.AddString("state-dir", &o.state_flag,
-                 "keep the coordinator's state (and default checkpoints) here instead of "
-                 "OUTPUT/state");
-  args.AddBool("fresh", &o.fresh,
-               "remove what an earlier run of the job left (state, checkpoints, metrics, "
-               "results) and start from scratch");
-  args.AddInt("max-restarts", &max_restarts,
-              "restart a worker that died at most this many times per worker (0 = never)");
-  args.AddInt("exit-grace-s", &o.exit_grace_s,
-              "after the coordinator exits, wait this long for workers to exit by themselves "
-              "before SIGTERM");
-  args.AddString("bin-dir", &o.bin_dir, "directory holding retort-coordinator and retort-worker");
-  args.AddBool("stop-when-formed", &o.stop_when_formed,
-               "stop the job once all workers formed a generation");
-  args.AddInt("timeout-s", &o.timeout_s, "stop the job after this many seconds (0 = no limit)");
-  args.AddBool("print-job", &print_job, "print the job spec that would run, and exit");
-  args.AddBool("train", &o.train, "workers train (--no-train: control plane only)");
-  args.AddString("log-level", &o.log_level, "log level of the coordinator and workers");
-  args.AddBool("tls", &o.tls,
-               "mutual TLS between the coordinator, workers and launcher, with certificates "
-               "made in OUTPUT_DIR/tls (see retortctl certs) unless --tls-dir names them");
-  args.AddString("tls-dir", &o.tls_dir,
-                 "mutual TLS with the certificates in this folder (as `retortctl certs` writes "
-                 "them: ca.crt, coordinator/worker/operator .crt and .key)");
-  args.AddStringList("worker-arg", &o.worker_args,
-                     "pass this flag to every worker (repeatable), e.g. "
-                     "--worker-arg=--comm-timeout-ms=20000");
-  if (auto code = args.ParseOrExitCode(argc, argv, "retort-run")) return *code;
-  if (o.gpus_per_node > 0) {
-    if (o.workers_per_node > 0 && o.workers_per_node != o.gpus_per_node) {
-      std::fprintf(stderr, "retort-run: --gpus-per-node=%d and --workers-per-node=%d disagree\n",
-                   o.gpus_per_node, o.workers_per_node);
-      return 2;
-    }
-    o.workers_per_node = o.gpus_per_node;
-  }
-  if (o.workers < 1 || o.workers > 256 || o.workers_per_node < 0 || o.gpus_per_node < 0 ||
-      o.threads < 0 || o.timeout_s < 0 || max_restarts < 0 || max_restarts > 1000 ||
-      o.exit_grace_s < 0) {
-    std::fprintf(stderr,
-                 "retort-run: --workers must be in [1, 256], --max-restarts in [0, 1000]; other "
-                 "counts must be >= 0\n");
-    return 2;
-  }
-  o.restarts.max_restarts = max_restarts;
-  std::string job_text = kTeacherJob;
-  if (!job_path.empty()) {
-    auto text = ReadFileToString(job_path);
-    if (!text.ok()) {
-      std::fprintf(stderr, "retort-run: %s\n", text.status().message().c_str());
-      return 2;
-    }
-    job_text = *text;
-  }
-  auto job = coordinator::ParseJobSpec(job_text, job_path.empty() ? "embedded job" : job_path);
-  if (!job.ok()) {
-    std::fprintf(stderr, "retort-run: invalid job spec: %s\n", job.status().message().c_str());
-    return 2;
-  }
-  if (print_job) {
-    if (job_path.empty())
-      std::printf("# step 1: the teacher\n%s---\n# step 2: the distillation\n%s", kTeacherJob,
-                  kStudentJob);
-    else
-      std::printf("%s", job_text.c_str());
-    return 0;
-  }
-  std::atomic<int> interrupts{0};
-  tools::TerminationSignalWatcher signal_watcher([&](int) { interrupts++; });
-  if (!job_path.empty()) return tools::RunJob(o, *job, interrupts);
-  return RunDefaultPipeline(o, o.output_flag, interrupts);
+  RegisterFlags(args, &config);
+  if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
+  StatusOr<int> code = Run(std::move(config));
+  return code.ok() ? *code : tools::ExitCode(kProgram, code.status());
 }

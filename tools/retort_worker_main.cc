@@ -4,12 +4,11 @@
 // SIGTERM/SIGINT at any moment, also before joining); 1 an error (the message says which);
 // 2 a usage error. --print-device[-table] prints what the device flags resolve to and exits: 0,
 // or 2 when they do not resolve (worker/worker_device.h).
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -17,6 +16,8 @@
 #include "collectives/net_interface.h"
 #include "common/args.h"
 #include "common/logging.h"
+#include "rpc/health_server.h"
+#include "tools/exit_status.h"
 #include "tools/signals.h"
 #include "worker/coordinator_client.h"
 #include "worker/pause_points.h"
@@ -75,14 +76,10 @@ class LoggingHandler : public worker::GenerationHandler {
   }
 };
 
-}  // namespace
+constexpr const char* kProgram = "retort-worker";
 
-int main(int argc, char** argv) {
-#if RETORT_WORKER_WITH_TRAINER
-  // Before any thread allocates (see the function's contract).
-  trainer::KeepTensorMemoryInProcess();
-#endif
-  tools::BlockTerminationSignals();
+// Everything the flags say.
+struct Config {
   std::string coordinator = "127.0.0.1:7070", node = HostName(), data_address = "127.0.0.1",
               devices;
   std::string health_listen, device = "auto";
@@ -94,234 +91,200 @@ int main(int argc, char** argv) {
   std::string output_dir = "retort-out";
   std::vector<std::string> pause_at;
   std::string metrics_listen, trace_steps;
-  ArgParser args(
-      "retort-worker --coordinator=HOST:PORT [flags]",
-      "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
-      "trains its share of every global batch, and leaves at a step boundary on SIGTERM.");
-  args.AddString("coordinator", &coordinator, "coordinator address host:port");
-  args.AddString("tls-ca", &security.tls_ca,
-                 "PEM CA that signed the coordinator's certificate: connect over TLS");
-  args.AddString("tls-cert", &security.tls_cert,
-                 "PEM client certificate (subject OU=worker) for mutual TLS; re-read when it "
-                 "changes");
-  args.AddString("tls-key", &security.tls_key, "PEM private key of --tls-cert");
-  args.AddInt("tls-refresh-s", &security.refresh_s,
-              "how often the certificate, key and CA files are checked for changes");
-  args.AddString("token-file", &security.token_file,
-                 "file holding the worker role's bearer token, sent with every call");
   bool emulate_device_data_plane = false;
   std::string cma_policy = "adaptive";
-  args.AddString("node", &node, "node name; workers on one node get consecutive ranks");
-  args.AddInt("local-rank", &local_rank, "index of this worker on its node");
-  args.AddString("data-address", &data_address,
+  bool print_device = false, json = false;
+  int print_device_table = 0, visible_devices = -1;
+};
+
+void RegisterFlags(ArgParser& args, Config* c) {
+  args.AddString("coordinator", &c->coordinator, "coordinator address host:port");
+  rpc::AddClientSecurityFlags(args, &c->security, "worker");
+  args.AddString("node", &c->node, "node name; workers on one node get consecutive ranks");
+  args.AddInt("local-rank", &c->local_rank, "index of this worker on its node");
+  args.AddString("data-address", &c->data_address,
                  "IP address peers reach this worker's data plane at; the data plane listens on "
                  "the interface that holds it only");
-  args.AddString("devices", &devices,
+  args.AddString("devices", &c->devices,
                  "devices this worker reports to the coordinator (cpu or cuda:N): empty = the "
                  "device --device resolves to, which a training worker's --devices must name "
                  "(--no-train: cpu unless given)");
-  args.AddString("device", &device,
+  args.AddString("device", &c->device,
                  "training device: auto (cpu when no GPU is visible, else the worker's GPU), cpu, "
                  "cuda (the worker's GPU) or cuda:N. The worker's GPU: cuda:0 when the process "
                  "sees one GPU (one per pod or task), else cuda:<local-rank>, refused when the "
                  "local rank is not below the visible count");
-  bool print_device = false, json = false;
-  int print_device_table = 0, visible_devices = -1;
-  args.AddBool("print-device", &print_device,
+  args.AddBool("print-device", &c->print_device,
                "print the device --device, --devices and --local-rank resolve to and exit (0; 2 "
                "with the error when they do not resolve)");
-  args.AddInt("print-device-table", &print_device_table,
+  args.AddInt("print-device-table", &c->print_device_table,
               "print the device of local ranks 0..N-1 and exit (0 when every rank resolves, else "
               "2): what N workers of one node or N pods would train on");
-  args.AddInt("visible-devices", &visible_devices,
+  args.AddInt("visible-devices", &c->visible_devices,
               "with --print-device[-table]: resolve as if this many CUDA devices were visible "
               "(-1: count them)");
-  args.AddBool("json", &json, "with --print-device[-table]: print one JSON object");
-  args.AddInt("threads", &threads, "compute threads (0 = the job spec's threads_per_worker)");
-  args.AddString("cma-policy", &cma_policy,
+  args.AddBool("json", &c->json, "with --print-device[-table]: print one JSON object");
+  args.AddInt("threads", &c->threads, "compute threads (0 = the job spec's threads_per_worker)");
+  args.AddString("cma-policy", &c->cma_policy,
                  "large data-plane messages to workers on this host: adaptive (measure single-copy "
                  "reads against the shared-memory FIFO per operation), always (single-copy) or "
                  "never (FIFO)");
-  args.AddBool("emulate-device-data-plane", &emulate_device_data_plane,
+  args.AddBool("emulate-device-data-plane", &c->emulate_device_data_plane,
                "testing: on --device cpu, build the data plane GPU workers use (NCCL's place "
                "taken by UCX, host memory standing in for device memory)");
-  args.AddString("health-listen", &health_listen,
+  args.AddString("health-listen", &c->health_listen,
                  "serve grpc.health.v1 on host:port (empty = off)");
-  args.AddInt("parameter-count", &parameter_count,
+  args.AddInt("parameter-count", &c->parameter_count,
               "flat parameter buffer size to announce (0 = from the model)");
-  args.AddInt("rpc-timeout-ms", &rpc_timeout_ms, "deadline of every coordinator RPC");
-  args.AddInt("join-timeout-ms", &join_timeout_ms,
+  args.AddInt("rpc-timeout-ms", &c->rpc_timeout_ms, "deadline of every coordinator RPC");
+  args.AddInt("join-timeout-ms", &c->join_timeout_ms,
               "give up when joining takes longer (0 = keep trying)");
-  args.AddInt("rejoin-timeout-ms", &rejoin_timeout_ms,
+  args.AddInt("rejoin-timeout-ms", &c->rejoin_timeout_ms,
               "give up when the coordinator stays unreachable, or re-joining after losing "
               "membership (evicted, coordinator restarted) fails, for longer (0 = keep trying)");
-  args.AddBool("train", &train,
+  args.AddBool("train", &c->train,
                "train the job (--no-train: control plane only, for tests and load generators)");
-  args.AddString("output-dir", &output_dir,
+  args.AddString("output-dir", &c->output_dir,
                  "where outputs go when the job spec names no output_dir");
-  args.AddInt("comm-timeout-ms", &comm_timeout_ms,
+  args.AddInt("comm-timeout-ms", &c->comm_timeout_ms,
               "deadline of every collective and of communicator bootstrap");
-  args.AddStringList("pause-at", &pause_at,
+  args.AddStringList("pause-at", &c->pause_at,
                      "tests only: pause once at POINT for up to MS ms (POINT:MS; POINT is "
                      "checkpoint-write or generation-switch), logging 'PAUSE POINT' first");
-  args.AddString("metrics-listen", &metrics_listen,
+  args.AddString("metrics-listen", &c->metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
-  args.AddString("trace-steps", &trace_steps,
+  args.AddString("trace-steps", &c->trace_steps,
                  "record a step trace for steps A:B into OUTPUT_DIR/traces/ (empty = only when "
                  "`retortctl trace` asks)");
   args.AddLogLevel();
-  if (auto code = args.ParseOrExitCode(argc, argv, "retort-worker")) return *code;
-  if (print_device || print_device_table != 0) {
-    if (local_rank < 0 || print_device_table < 0 || print_device_table > 4096 ||
-        visible_devices < -1) {
-      std::fprintf(stderr,
-                   "retort-worker: --local-rank must be >= 0, --print-device-table in [0, 4096] "
-                   "and --visible-devices >= -1\n");
-      return 2;
-    }
-    worker::DeviceQuery query;
-    query.spec = device;
-    query.devices_flag = devices;
-    query.local_rank = local_rank;
-    query.table_ranks = print_device_table;
-    query.json = json;
+}
+
+// What the flags hold beyond their values, checked before anything starts: usage errors.
+struct Checked {
+  std::string train_device;  // the device a training worker trains on, resolved once
+  std::vector<v1::Device> devices;
+  std::map<std::string, int64_t> pause_at;
+  int64_t trace_first = 0, trace_last = 0;
+  std::string data_interface;
+};
+
+StatusOr<Checked> CheckConfig(const Config& c) {
+  Checked out;
+  if (c.local_rank < 0 || c.threads < 0 || c.parameter_count < 0 || c.rpc_timeout_ms <= 0)
+    return InvalidArgumentError(
+        "--local-rank, --threads, --parameter-count must be >= 0 and --rpc-timeout-ms > 0");
+  // What a training worker reports follows from the device it resolves.
+  std::string devices = c.devices;
 #if RETORT_WORKER_WITH_TRAINER
-    query.visible_cuda_devices =
-        visible_devices >= 0 ? visible_devices : trainer::VisibleCudaDevices();
-#else
-    query.visible_cuda_devices = visible_devices >= 0 ? visible_devices : 0;
-#endif
-    const worker::DeviceReport report = worker::PrintDevice(query);
-    std::fputs(report.out.c_str(), stdout);
-    std::fputs(report.err.c_str(), stderr);
-    return report.exit_code;
-  }
-  if (local_rank < 0 || threads < 0 || parameter_count < 0 || rpc_timeout_ms <= 0) {
-    std::fprintf(stderr,
-                 "retort-worker: --local-rank, --threads, --parameter-count must be >= 0 and "
-                 "--rpc-timeout-ms > 0\n");
-    return 2;
-  }
-  // The device a training worker trains on, resolved once; what it reports follows from it.
-  std::string train_device;
-#if RETORT_WORKER_WITH_TRAINER
-  if (train) {
-    auto resolved = worker::ResolveDevice(device, local_rank, trainer::VisibleCudaDevices());
-    if (!resolved.ok()) {
-      std::fprintf(stderr, "retort-worker: --device: %s\n", resolved.status().message().c_str());
-      return 2;
-    }
+  if (c.train) {
+    auto resolved = worker::ResolveDevice(c.device, c.local_rank, trainer::VisibleCudaDevices());
+    if (!resolved.ok()) return tools::UsageError(resolved.status(), "--device");
     auto reported = worker::ReportedDevices(devices, *resolved);
-    if (!reported.ok()) {
-      std::fprintf(stderr, "retort-worker: %s\n", reported.status().message().c_str());
-      return 2;
-    }
-    train_device = *resolved;
+    if (!reported.ok()) return tools::UsageError(reported.status());
+    out.train_device = *resolved;
     devices = *reported;
   }
 #endif
   if (devices.empty()) devices = "cpu";
-  auto devs = ParseDevices(devices);
-  if (!devs.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", devs.status().message().c_str());
-    return 2;
+  RETORT_ASSIGN_OR_RETURN(out.devices, ParseDevices(devices));
+  auto armed = worker::PausePoints::Parse(c.pause_at);
+  if (!armed.ok()) return tools::UsageError(armed.status());
+  out.pause_at = std::move(*armed);
+  if (!c.trace_steps.empty()) {
+    auto window = ParseStepWindow("--trace-steps", c.trace_steps);
+    if (!window.ok()) return tools::UsageError(window.status());
+    std::tie(out.trace_first, out.trace_last) = *window;
   }
+  if (Status valid = rpc::ValidateClientSecurity(c.security); !valid.ok())
+    return tools::UsageError(valid);
+  // The data plane binds the interface of --data-address: checked in every build (a worker
+  // without a trainer still announces the address to its peers).
+  auto data_interface = collectives::InterfaceForAddress(c.data_address);
+  if (!data_interface.ok()) return tools::UsageError(data_interface.status(), "--data-address");
+  out.data_interface = *data_interface;
+  return out;
+}
 
-  auto armed = worker::PausePoints::Parse(pause_at);
-  if (!armed.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", armed.status().message().c_str());
-    return 2;
+// --print-device[-table]: what the device flags resolve to, printed; the exit status.
+int PrintDevice(const Config& c) {
+  if (c.local_rank < 0 || c.print_device_table < 0 || c.print_device_table > 4096 ||
+      c.visible_devices < -1) {
+    std::fprintf(stderr,
+                 "%s: --local-rank must be >= 0, --print-device-table in [0, 4096] and "
+                 "--visible-devices >= -1\n",
+                 kProgram);
+    return tools::kExitUsage;
   }
-  worker::PausePoints pause_points(std::move(*armed));
-  int64_t trace_first = 0, trace_last = 0;
-  if (!trace_steps.empty()) {
-    auto window = ParseStepWindow("--trace-steps", trace_steps);
-    if (!window.ok()) {
-      std::fprintf(stderr, "retort-worker: %s\n", window.status().message().c_str());
-      return 2;
-    }
-    std::tie(trace_first, trace_last) = *window;
-  }
+  worker::DeviceQuery query;
+  query.spec = c.device;
+  query.devices_flag = c.devices;
+  query.local_rank = c.local_rank;
+  query.table_ranks = c.print_device_table;
+  query.json = c.json;
+#if RETORT_WORKER_WITH_TRAINER
+  query.visible_cuda_devices =
+      c.visible_devices >= 0 ? c.visible_devices : trainer::VisibleCudaDevices();
+#else
+  query.visible_cuda_devices = c.visible_devices >= 0 ? c.visible_devices : 0;
+#endif
+  const worker::DeviceReport report = worker::PrintDevice(query);
+  std::fputs(report.out.c_str(), stdout);
+  std::fputs(report.err.c_str(), stderr);
+  return report.exit_code;
+}
+
+// Joins the job and follows it until it leaves; OK when it left as a worker may (the job ended,
+// drained, stopped, a signal).
+Status Run(const Config& c) {
+  RETORT_ASSIGN_OR_RETURN(Checked checked, CheckConfig(c));
+  worker::PausePoints pause_points(std::move(checked.pause_at));
   std::unique_ptr<worker::WorkerMetricsEndpoint> metrics;
-  if (!metrics_listen.empty()) {
-    auto m = worker::WorkerMetricsEndpoint::Start(metrics_listen);
-    if (!m.ok()) {
-      std::fprintf(stderr, "retort-worker: %s\n", m.status().message().c_str());
-      return m.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    metrics = std::move(*m);
+  if (!c.metrics_listen.empty()) {
+    RETORT_ASSIGN_OR_RETURN(metrics, worker::WorkerMetricsEndpoint::Start(c.metrics_listen));
     LOG_INFO("worker") << "metrics on port " << metrics->port() << " (/metrics)";
   }
-
-  if (Status valid = rpc::ValidateClientSecurity(security); !valid.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", valid.message().c_str());
-    return 2;
-  }
-  std::unique_ptr<grpc::Server> health;
-  if (!health_listen.empty()) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort(health_listen, grpc::InsecureServerCredentials(), &port);
-    health = b.BuildAndStart();
-    if (!health || port == 0) {
-      std::fprintf(stderr, "retort-worker: cannot serve health checks on %s\n",
-                   health_listen.c_str());
-      return 1;
-    }
+  std::unique_ptr<rpc::HealthServer> health;
+  if (!c.health_listen.empty()) {
+    RETORT_ASSIGN_OR_RETURN(health, rpc::HealthServer::Start(c.health_listen));
   }
 
   worker::WorkerOptions opts;
-  opts.identity.set_node(node);
-  opts.identity.set_local_rank(local_rank);
-  opts.identity.set_data_address(data_address);
-  for (const auto& d : *devs) *opts.identity.add_devices() = d;
-  opts.parameter_count = parameter_count;
-  opts.join_timeout_ms = join_timeout_ms;
-  opts.rejoin_timeout_ms = rejoin_timeout_ms;
-  worker::CoordinatorClient client(coordinator, rpc_timeout_ms, security);
+  opts.identity.set_node(c.node);
+  opts.identity.set_local_rank(c.local_rank);
+  opts.identity.set_data_address(c.data_address);
+  for (const auto& d : checked.devices) *opts.identity.add_devices() = d;
+  opts.parameter_count = c.parameter_count;
+  opts.join_timeout_ms = c.join_timeout_ms;
+  opts.rejoin_timeout_ms = c.rejoin_timeout_ms;
+  worker::CoordinatorClient client(c.coordinator, c.rpc_timeout_ms, c.security);
   LoggingHandler logging_handler;
   worker::GenerationHandler* handler = &logging_handler;
-  // The data plane binds the interface of --data-address: checked in every build (a worker
-  // without a trainer still announces the address to its peers).
-  auto data_interface = collectives::InterfaceForAddress(data_address);
-  if (!data_interface.ok()) {
-    std::fprintf(stderr, "retort-worker: --data-address: %s\n",
-                 data_interface.status().message().c_str());
-    return 2;
-  }
 #if RETORT_WORKER_WITH_TRAINER
   std::unique_ptr<worker::TrainingSession> session;
-  if (train) {
-    auto policy = collectives::ucx::ParseCmaPolicy(cma_policy);
-    if (!policy.ok()) {
-      std::fprintf(stderr, "retort-worker: --cma-policy: %s\n", policy.status().message().c_str());
-      return 2;
-    }
+  if (c.train) {
+    auto policy = collectives::ucx::ParseCmaPolicy(c.cma_policy);
+    if (!policy.ok()) return tools::UsageError(policy.status(), "--cma-policy");
     worker::TrainingOptions topts;
-    topts.device = train_device;
+    topts.device = checked.train_device;
     topts.cma_policy = *policy;
-    topts.threads = threads;
-    topts.comm_timeout_ms = comm_timeout_ms;
-    topts.default_output_dir = output_dir;
-    topts.data_plane_devices = *data_interface;
-    topts.emulate_device_data_plane = emulate_device_data_plane;
+    topts.threads = c.threads;
+    topts.comm_timeout_ms = c.comm_timeout_ms;
+    topts.default_output_dir = c.output_dir;
+    topts.data_plane_devices = checked.data_interface;
+    topts.emulate_device_data_plane = c.emulate_device_data_plane;
     topts.pause_points = &pause_points;
-    topts.node = node;
-    topts.local_rank = local_rank;
+    topts.node = c.node;
+    topts.local_rank = c.local_rank;
     topts.step_observer = metrics ? metrics->observer() : nullptr;
-    topts.trace_first_step = trace_first;
-    topts.trace_last_step = trace_last;
+    topts.trace_first_step = checked.trace_first;
+    topts.trace_last_step = checked.trace_last;
     session = std::make_unique<worker::TrainingSession>(topts, &client);
     handler = session.get();
   }
 #else
-  if (train) {
-    std::fprintf(
-        stderr,
-        "retort-worker: this build has no trainer (LibTorch or UCX missing); use --no-train\n");
-    return 2;
-  }
+  if (c.train)
+    return InvalidArgumentError(
+        "this build has no trainer (LibTorch or UCX missing); use --no-train");
 #endif
   worker::WorkerAgent agent(opts, &client, handler);
 #if RETORT_WORKER_WITH_TRAINER
@@ -338,21 +301,36 @@ int main(int argc, char** argv) {
   if (s.ok() && session && !session->result().ok()) s = session->result();
   session.reset();  // joins the training thread
 #endif
-  if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  if (health) health->Shutdown(500);
   // Stopped by a signal before it joined: a requested stop like any other, not an error.
   if (!s.ok() && s.code() == StatusCode::kCancelled && signalled.load()) {
     LOG_INFO("worker") << "stopped before joining the job";
-    return 0;
+    return Status::Ok();
   }
   // The job completed before this worker could join (or re-join): nothing to do, like a worker
   // that finished it.
   if (!s.ok() && agent.ended_state() == v1::JOB_STATE_COMPLETED) {
     LOG_INFO("worker") << "the job is already completed; nothing to do";
-    return 0;
+    return Status::Ok();
   }
-  if (!s.ok()) {
-    std::fprintf(stderr, "retort-worker: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return tools::RunError(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if RETORT_WORKER_WITH_TRAINER
+  // Before any thread allocates (see the function's contract).
+  trainer::KeepTensorMemoryInProcess();
+#endif
+  tools::BlockTerminationSignals();
+  Config config;
+  ArgParser args(
+      "retort-worker --coordinator=HOST:PORT [flags]",
+      "Runs one worker of a retort job: joins the coordinator, follows membership generations,\n"
+      "trains its share of every global batch, and leaves at a step boundary on SIGTERM.");
+  RegisterFlags(args, &config);
+  if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
+  if (config.print_device || config.print_device_table != 0) return PrintDevice(config);
+  return tools::ExitCode(kProgram, Run(config));
 }

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include "common/args.h"
 #include "retort/v1/retort.grpc.pb.h"
@@ -16,6 +18,7 @@
 #include "tools/ctl_report.h"
 #include "tools/ctl_top.h"
 #include "tools/ctl_trace.h"
+#include "tools/exit_status.h"
 
 using namespace retort;
 using nlohmann::json;
@@ -41,26 +44,6 @@ struct Options {
   std::string hosts;
   int64_t days = 365;
 };
-
-const char* kCommands =
-    "Commands:\n"
-    "  status               job state, generation, members (--json: one JSON object)\n"
-    "  watch                stream events until Ctrl-C (--count N / --for-ms T to stop; --json: "
-    "JSON lines)\n"
-    "  pause | resume       pause or resume training at the next step boundary\n"
-    "  checkpoint           take a coordinated checkpoint\n"
-    "  scale --min N --max M  change the elastic worker bounds live\n"
-    "  drain ID             remove worker ID gracefully at a step boundary\n"
-    "  stop [--reason R]    stop the job: workers leave, the coordinator exits\n"
-    "  top [--once] [--interval-ms T] [--count N]  live view, one line per worker\n"
-    "  trace --steps A:B    every worker records a step trace of steps A..B\n"
-    "  trace merge DIR [--steps A:B] [--out F]  merge the ranks' traces into one file\n"
-    "  report RUN_DIR [--out F]  one HTML file (and --json findings) from a run's step logs\n"
-    "  certs --out DIR [--hosts H1,H2] [--days N]\n"
-    "                       write a CA and coordinator/worker/operator certificates for a test\n"
-    "                       cluster (OpenSSL; roles in the subject OU); a DIR that already holds\n"
-    "                       ca.crt and ca.key keeps that CA (rotation). Talks to no coordinator.\n"
-    "\nExit status: 0 success, 1 the coordinator refused or was unreachable, 2 usage error.";
 
 std::string StateName(v1::JobState s) { return rpc::JobStateName(s); }
 
@@ -247,118 +230,231 @@ int PrintControl(const std::string& what, const grpc::Status& s, const v1::Contr
   return 0;
 }
 
-}  // namespace
+using Stub = v1::ControlService::Stub;
 
-int main(int argc, char** argv) {
-  Options o;
-  ArgParser args("retortctl [--coordinator=HOST:PORT] [--json] COMMAND [ARG]",
-                 "Controls a running retort job through its coordinator.");
-  args.AddString("coordinator", &o.coordinator, "coordinator address host:port");
-  args.AddBool("json", &o.json, "print JSON instead of text");
-  args.AddInt("timeout-ms", &o.timeout_ms, "deadline of each call");
-  args.AddInt("min", &o.min_workers, "scale: new minimum number of workers (0 = unchanged)");
-  args.AddInt("max", &o.max_workers, "scale: new maximum number of workers (0 = unchanged)");
-  args.AddString("reason", &o.reason, "stop: reason recorded in the event log");
-  args.AddInt("count", &o.count, "watch: exit after this many events (0 = no limit)");
-  args.AddInt("for-ms", &o.for_ms, "watch: exit after this long (0 = no limit)");
-  args.AddString("tls-ca", &o.security.tls_ca,
-                 "PEM CA that signed the coordinator's certificate: connect over TLS");
-  args.AddString("tls-cert", &o.security.tls_cert,
-                 "PEM client certificate (subject OU=operator) for mutual TLS");
-  args.AddString("tls-key", &o.security.tls_key, "PEM private key of --tls-cert");
-  args.AddString("token-file", &o.security.token_file,
-                 "file holding the operator role's bearer token, sent with every call");
-  args.AddString("hosts", &o.hosts,
-                 "certs: comma-separated names/IPs the coordinator certificate is valid for "
-                 "(besides localhost, 127.0.0.1, ::1)");
-  args.AddInt("days", &o.days, "certs: validity in days");
-  args.AddPositional("command", &o.command, "one of the commands below", true);
-  args.AddPositional("arg", &o.argument,
-                     "the command's argument (drain: member id; report: run folder; trace: merge)",
-                     false);
-  args.AddPositional("path", &o.path, "trace merge: the traces folder", false);
-  args.AddString("steps", &o.steps, "trace: the window of steps A:B");
-  args.AddString("out", &o.out,
-                 "trace merge, report: the file to write; certs: the folder to write to");
-  args.AddBool("once", &o.once, "top: one refresh, then exit");
-  args.AddInt("interval-ms", &o.interval_ms, "top: time between refreshes");
-  args.SetEpilog(kCommands);
-  auto parsed = args.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "retortctl: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  if (!*parsed) return 0;
-  if (o.timeout_ms <= 0) {
-    std::fprintf(stderr, "retortctl: --timeout-ms must be > 0\n");
-    return 2;
-  }
-  const std::string& cmd = o.command;
-  if (cmd == "report") return tools::RunReport(o.argument, o.out, o.json);
-  if (cmd == "trace" && o.argument == "merge")
-    return tools::MergeTraces(o.path, o.steps, o.out, o.json);
-  if (cmd != "drain" && (!o.argument.empty() || !o.path.empty())) {
-    std::fprintf(stderr, "retortctl: %s takes no argument (got '%s')\n", cmd.c_str(),
-                 o.argument.c_str());
-    return 2;
-  }
-  if (cmd == "certs") return MakeCerts(o);
-  if (Status valid = rpc::ValidateClientSecurity(o.security); !valid.ok()) {
-    std::fprintf(stderr, "retortctl: %s\n", valid.message().c_str());
-    return 2;
-  }
-  auto stub = v1::ControlService::NewStub(rpc::MakeCoordinatorChannel(o.coordinator, o.security));
-  const auto authorize = [&o](grpc::ClientContext* ctx) { Authorize(ctx, o); };
-  if (cmd == "status") return ShowStatus(*stub, o);
-  if (cmd == "watch") return Watch(*stub, o);
-  if (cmd == "top")
-    return tools::RunTop(*stub, o.coordinator,
-                         {o.once, o.json, o.interval_ms, o.count, o.timeout_ms, authorize});
-  if (cmd == "trace")
-    return tools::RequestTrace(*stub, o.coordinator, o.steps, o.timeout_ms, o.json, authorize);
+// A unary control call (--timeout-ms deadline, the operator's token) whose reply is a
+// ControlResponse.
+template <typename Call>
+int Control(const char* what, const Options& o, Call&& call) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o.timeout_ms);
   Authorize(&ctx, o);
   v1::ControlResponse r;
-  if (cmd == "pause") return PrintControl(cmd, stub->Pause(&ctx, v1::PauseRequest(), &r), r, o);
-  if (cmd == "resume") return PrintControl(cmd, stub->Resume(&ctx, v1::ResumeRequest(), &r), r, o);
-  if (cmd == "scale") {
-    if (o.min_workers == 0 && o.max_workers == 0) {
-      std::fprintf(stderr, "retortctl: scale needs --min and/or --max\n");
-      return 2;
-    }
-    v1::ScaleRequest req;
-    req.set_min_workers(o.min_workers);
-    req.set_max_workers(o.max_workers);
-    return PrintControl(cmd, stub->Scale(&ctx, req, &r), r, o);
+  return PrintControl(what, call(&ctx, &r), r, o);
+}
+
+int RequestCheckpoint(const Options& o, Stub& stub) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o.timeout_ms);
+  Authorize(&ctx, o);
+  v1::CheckpointResponse cr;
+  grpc::Status s = stub.Checkpoint(&ctx, v1::CheckpointRequest(), &cr);
+  if (!s.ok()) return Fail("checkpoint " + o.coordinator, s);
+  if (o.json)
+    std::cout << json{{"checkpoint_id", cr.checkpoint_id()}, {"step", cr.step()}}.dump()
+              << std::endl;
+  else
+    std::printf("checkpoint %llu will be taken at step %lld\n",
+                static_cast<unsigned long long>(cr.checkpoint_id()),
+                static_cast<long long>(cr.step()));
+  return 0;
+}
+
+int Scale(const Options& o, Stub& stub) {
+  if (o.min_workers == 0 && o.max_workers == 0) {
+    std::fprintf(stderr, "retortctl: scale needs --min and/or --max\n");
+    return tools::kExitUsage;
   }
-  if (cmd == "drain") {
-    if (o.argument.empty()) {
-      std::fprintf(stderr, "retortctl: drain needs a member id (see `retortctl status`)\n");
-      return 2;
-    }
-    v1::DrainRequest req;
-    req.set_member_id(o.argument);
-    return PrintControl(cmd, stub->Drain(&ctx, req, &r), r, o);
+  v1::ScaleRequest req;
+  req.set_min_workers(o.min_workers);
+  req.set_max_workers(o.max_workers);
+  return Control("scale", o, [&](auto* ctx, auto* r) { return stub.Scale(ctx, req, r); });
+}
+
+// The operator's commands: a name, its arguments, one line of help, its own flags (besides the
+// common ones main registers), and what it does. `stub` is null for a command that talks to no
+// coordinator.
+struct Command {
+  const char* name;
+  const char* args;
+  const char* help;
+  void (*flags)(ArgParser& args, Options* o);
+  int (*run)(const Options& o, Stub* stub);
+  bool needs_coordinator = true;
+};
+
+void NoFlags(ArgParser&, Options*) {}
+
+const Command kCommands[] = {
+    {"status", "", "job state, generation, members (--json: one JSON object)", NoFlags,
+     [](const Options& o, Stub* stub) { return ShowStatus(*stub, o); }},
+    {"watch", "[--count N] [--for-ms T]",
+     "stream events until Ctrl-C, --count events or --for-ms (--json: JSON lines)",
+     [](ArgParser& args, Options* o) {
+       args.AddInt("count", &o->count, "exit after this many events (0 = no limit)");
+       args.AddInt("for-ms", &o->for_ms, "exit after this long (0 = no limit)");
+     },
+     [](const Options& o, Stub* stub) { return Watch(*stub, o); }},
+    {"pause", "", "pause training at the next step boundary", NoFlags,
+     [](const Options& o, Stub* stub) {
+       return Control("pause", o,
+                      [&](auto* ctx, auto* r) { return stub->Pause(ctx, v1::PauseRequest(), r); });
+     }},
+    {"resume", "", "resume training at the next step boundary", NoFlags,
+     [](const Options& o, Stub* stub) {
+       return Control("resume", o, [&](auto* ctx, auto* r) {
+         return stub->Resume(ctx, v1::ResumeRequest(), r);
+       });
+     }},
+    {"checkpoint", "", "take a coordinated checkpoint", NoFlags,
+     [](const Options& o, Stub* stub) { return RequestCheckpoint(o, *stub); }},
+    {"scale", "--min N --max M", "change the elastic worker bounds live",
+     [](ArgParser& args, Options* o) {
+       args.AddInt("min", &o->min_workers, "new minimum number of workers (0 = unchanged)");
+       args.AddInt("max", &o->max_workers, "new maximum number of workers (0 = unchanged)");
+     },
+     [](const Options& o, Stub* stub) { return Scale(o, *stub); }},
+    {"drain", "ID", "remove worker ID gracefully at a step boundary",
+     [](ArgParser& args, Options* o) {
+       args.AddPositional("id", &o->argument, "the member id (see `retortctl status`)", true);
+     },
+     [](const Options& o, Stub* stub) {
+       v1::DrainRequest req;
+       req.set_member_id(o.argument);
+       return Control("drain", o, [&](auto* ctx, auto* r) { return stub->Drain(ctx, req, r); });
+     }},
+    {"stop", "[--reason R]", "stop the job: workers leave, the coordinator exits",
+     [](ArgParser& args, Options* o) {
+       args.AddString("reason", &o->reason, "reason recorded in the event log");
+     },
+     [](const Options& o, Stub* stub) {
+       v1::StopRequest req;
+       req.set_reason(o.reason);
+       return Control("stop", o, [&](auto* ctx, auto* r) { return stub->Stop(ctx, req, r); });
+     }},
+    {"top", "[--once] [--interval-ms T] [--count N]", "live view, one line per worker",
+     [](ArgParser& args, Options* o) {
+       args.AddBool("once", &o->once, "one refresh, then exit");
+       args.AddInt("interval-ms", &o->interval_ms, "time between refreshes");
+       args.AddInt("count", &o->count, "exit after this many refreshes (0 = no limit)");
+     },
+     [](const Options& o, Stub* stub) {
+       return tools::RunTop(*stub, o.coordinator,
+                            {o.once, o.json, o.interval_ms, o.count, o.timeout_ms,
+                             [&o](grpc::ClientContext* ctx) { Authorize(ctx, o); }});
+     }},
+    {"trace", "--steps A:B | merge DIR [--steps A:B] [--out F]",
+     "every worker records a step trace of steps A..B; `trace merge` merges the ranks' traces "
+     "into one file (a track per rank) and talks to no coordinator",
+     [](ArgParser& args, Options* o) {
+       args.AddString("steps", &o->steps, "the window of steps A:B");
+       args.AddPositional("merge", &o->argument, "merge: merge a run's traces", false);
+       args.AddPositional("dir", &o->path, "merge: the traces folder", false);
+       args.AddString("out", &o->out, "merge: the file to write");
+     },
+     [](const Options& o, Stub* stub) {
+       if (o.argument == "merge") return tools::MergeTraces(o.path, o.steps, o.out, o.json);
+       if (!o.argument.empty() || !o.path.empty()) {
+         std::fprintf(stderr, "retortctl: trace takes no argument but merge (got '%s')\n",
+                      o.argument.c_str());
+         return tools::kExitUsage;
+       }
+       return tools::RequestTrace(*stub, o.coordinator, o.steps, o.timeout_ms, o.json,
+                                  [&o](grpc::ClientContext* ctx) { Authorize(ctx, o); });
+     }},
+    {"report", "RUN_DIR [--out F]",
+     "one HTML file (and --json findings) from a run's step logs; talks to no coordinator",
+     [](ArgParser& args, Options* o) {
+       args.AddPositional("run_dir", &o->argument, "the run's output folder", true);
+       args.AddString("out", &o->out, "the file to write (default RUN_DIR/report.html)");
+     },
+     [](const Options& o, Stub*) { return tools::RunReport(o.argument, o.out, o.json); }, false},
+    {"certs", "--out DIR [--hosts H1,H2] [--days N]",
+     "write a CA and coordinator/worker/operator certificates for a test cluster (OpenSSL; "
+     "roles in the subject OU); a DIR that already holds ca.crt and ca.key keeps that CA "
+     "(rotation). Talks to no coordinator",
+     [](ArgParser& args, Options* o) {
+       args.AddString("out", &o->out, "the folder to write to");
+       args.AddString("hosts", &o->hosts,
+                      "comma-separated names/IPs the coordinator certificate is valid for "
+                      "(besides localhost, 127.0.0.1, ::1)");
+       args.AddInt("days", &o->days, "validity in days");
+     },
+     [](const Options& o, Stub*) { return MakeCerts(o); }, false},
+};
+
+const Command* FindCommand(std::string_view name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+// The command a command line names: its first argument that is a command's name.
+const Command* CommandOf(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (const Command* c = FindCommand(argv[i])) return c;
+  return nullptr;
+}
+
+// The first argument that is not a flag: what the user meant as a command.
+std::string FirstWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return "";
+}
+
+std::string CommandList() {
+  std::string text = "Commands (retortctl COMMAND --help for a command's own flags):\n";
+  for (const Command& c : kCommands) {
+    std::string line = std::string("  ") + c.name + (*c.args ? " " : "") + c.args;
+    text += line + "\n      " + c.help + "\n";
   }
-  if (cmd == "stop") {
-    v1::StopRequest req;
-    req.set_reason(o.reason);
-    return PrintControl(cmd, stub->Stop(&ctx, req, &r), r, o);
+  return text +
+         "\nExit status: 0 success, 1 the coordinator refused or was unreachable, 2 usage "
+         "error.";
+}
+
+// The flags every command takes.
+void AddCommonFlags(ArgParser& args, Options* o) {
+  args.AddString("coordinator", &o->coordinator, "coordinator address host:port");
+  args.AddBool("json", &o->json, "print JSON instead of text");
+  args.AddInt("timeout-ms", &o->timeout_ms, "deadline of each call");
+  rpc::AddClientSecurityFlags(args, &o->security, "operator");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  constexpr const char* kProgram = "retortctl";
+  Options o;
+  const Command* command = CommandOf(argc, argv);
+  if (command == nullptr) {
+    ArgParser args("retortctl [--coordinator=HOST:PORT] [--json] COMMAND [ARG] [flags]",
+                   "Controls a running retort job through its coordinator.");
+    AddCommonFlags(args, &o);
+    args.AddPositional("command", &o.command, "one of the commands below", true);
+    args.SetEpilog(CommandList());
+    if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
+    std::fprintf(stderr, "retortctl: unknown command '%s' (see --help)\n",
+                 FirstWord(argc, argv).c_str());
+    return tools::kExitUsage;
   }
-  if (cmd == "checkpoint") {
-    v1::CheckpointResponse cr;
-    grpc::Status s = stub->Checkpoint(&ctx, v1::CheckpointRequest(), &cr);
-    if (!s.ok()) return Fail("checkpoint " + o.coordinator, s);
-    if (o.json)
-      std::cout << json{{"checkpoint_id", cr.checkpoint_id()}, {"step", cr.step()}}.dump()
-                << std::endl;
-    else
-      std::printf("checkpoint %llu will be taken at step %lld\n",
-                  static_cast<unsigned long long>(cr.checkpoint_id()),
-                  static_cast<long long>(cr.step()));
-    return 0;
-  }
-  std::fprintf(stderr, "retortctl: unknown command '%s' (see --help)\n", cmd.c_str());
-  return 2;
+  ArgParser args(std::string("retortctl [--coordinator=HOST:PORT] [--json] ") + command->name +
+                     (*command->args ? " " : "") + command->args,
+                 command->help);
+  AddCommonFlags(args, &o);
+  args.AddPositional("command", &o.command, command->name, true);
+  command->flags(args, &o);
+  if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
+  if (o.command != command->name)
+    return tools::ExitCode(
+        kProgram, InvalidArgumentError("unknown command '" + o.command + "' (see --help)"));
+  if (o.timeout_ms <= 0)
+    return tools::ExitCode(kProgram, InvalidArgumentError("--timeout-ms must be > 0"));
+  const bool merge = std::string_view(command->name) == "trace" && o.argument == "merge";
+  if (!command->needs_coordinator || merge) return command->run(o, nullptr);
+  if (Status valid = rpc::ValidateClientSecurity(o.security); !valid.ok())
+    return tools::ExitCode(kProgram, valid);
+  auto stub = v1::ControlService::NewStub(rpc::MakeCoordinatorChannel(o.coordinator, o.security));
+  return command->run(o, stub.get());
 }
