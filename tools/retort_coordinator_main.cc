@@ -24,6 +24,10 @@
 
 using namespace retort;
 
+// The health port's readiness signal: SERVING while every ranked worker's step advances within
+// --stall-deadline-ms (the overall status "" stays the liveness signal).
+constexpr const char* kProgressService = "retort.v1.TrainingProgress";
+
 int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
   std::string listen = "127.0.0.1:7070", job_path, port_file;
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
   bool insecure_listen = false;
   coordinator::ServerSecurity security;
   constexpr int kExitJobFailed = 3;
+  int64_t stall_deadline_ms = 300000;
   ArgParser args(
       "retort-coordinator --state-dir=DIR [--job=SPEC.yaml] [flags]",
       "Runs the coordinator of one retort job: worker membership and generations, the\n"
@@ -93,10 +98,17 @@ int main(int argc, char** argv) {
   args.AddString("health-listen", &health_listen,
                  "also serve grpc.health.v1 alone, in plain TCP, on host:port (for probes that "
                  "cannot present a client certificate; no other service there; empty = off)");
+  args.AddInt("stall-deadline-ms", &stall_deadline_ms,
+              "the health port's service retort.v1.TrainingProgress (a readiness signal) turns "
+              "NOT_SERVING while a ranked worker's step has not advanced for this long (0 = off)");
   args.AddString("metrics-listen", &metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
   args.AddLogLevel();
   if (auto code = args.ParseOrExitCode(argc, argv, "retort-coordinator")) return *code;
+  if (stall_deadline_ms < 0) {
+    std::fprintf(stderr, "retort-coordinator: --stall-deadline-ms must be >= 0\n");
+    return 2;
+  }
   if (opts.state_dir.empty()) {
     std::fprintf(stderr, "retort-coordinator: --state-dir is required (see --help)\n");
     return 2;
@@ -143,7 +155,8 @@ int main(int argc, char** argv) {
   auto c = coordinator::Coordinator::Create(opts, job, &clock);
   if (!c.ok()) {
     std::fprintf(stderr, "retort-coordinator: %s\n", c.status().ToString().c_str());
-    return 1;
+    // A refused spec or bad flags (2: the same on every try) or a state dir it cannot use (1).
+    return c.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (metrics) metrics->Attach(c->get());
   auto server = coordinator::CoordinatorServer::Start(
@@ -157,8 +170,9 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<rpc::HealthServer> health;
   if (!health_listen.empty()) {
-    auto h = rpc::HealthServer::Start(health_listen, {v1::WorkerService::service_full_name(),
-                                                      v1::ControlService::service_full_name()});
+    auto h = rpc::HealthServer::Start(health_listen,
+                                      {v1::WorkerService::service_full_name(),
+                                       v1::ControlService::service_full_name(), kProgressService});
     if (!h.ok()) {
       std::fprintf(stderr, "retort-coordinator: %s\n", h.status().message().c_str());
       return 1;
@@ -195,7 +209,25 @@ int main(int argc, char** argv) {
     signalled = true;
     (void)coord;
   });
+  bool progressing = true;  // the health port's kProgressService status
   while (!signalled) {
+    if (health && stall_deadline_ms > 0) {
+      const std::vector<std::string> stalled =
+          coord->StalledMembers(std::chrono::milliseconds(stall_deadline_ms));
+      if (stalled.empty() != progressing) {
+        progressing = stalled.empty();
+        health->SetServing(kProgressService, progressing);
+        if (progressing) {
+          LOG_INFO("coordinator") << "training progresses again: " << kProgressService
+                                  << " SERVING";
+        } else {
+          std::string who;
+          for (const auto& m : stalled) who += (who.empty() ? "" : ", ") + m;
+          LOG_WARN("coordinator") << "no step for " << stall_deadline_ms << " ms from " << who
+                                  << ": " << kProgressService << " NOT_SERVING";
+        }
+      }
+    }
     if (exit_when_finished && coord->WaitFinished(200)) {
       LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
                               << "); exiting";

@@ -70,14 +70,14 @@ class SlurmTest : public MultiHostScenarioTest {
     LoadReference(job);
     std::ofstream(job_dir_ + "/job.yaml") << elastic_testing::ScenarioJobYaml(job, out_dir());
     std::string why;
-    const std::string id = slurm_->Submit(
-        {"--nodes=" + std::to_string(kNodes), "--ntasks-per-node=1", "--cpus-per-task=1",
-         "--gpus-per-node=1", "--time=10", "--chdir=" + job_dir_,
-         "--output=" + job_dir_ + "/slurm-%j.out",
-         std::string(RETORT_SOURCE_DIR) + "/deploy/slurm/retort.sbatch", "job.yaml"},
-        {"RETORT_BIN=" + testing::BinaryPath("tools"), "RETORT_DEVICES=cpu",
-         "RETORT_DATA_INTERFACE=eth0", "RETORT_CHECKPOINT_WAIT_S=30"},
-        &why);
+    const std::string id =
+        slurm_->Submit({"--nodes=" + std::to_string(kNodes), "--ntasks-per-node=1",
+                        "--cpus-per-task=1", "--gpus-per-node=1", "--time=10",
+                        "--chdir=" + job_dir_, "--output=" + job_dir_ + "/slurm-%j.out",
+                        std::string(RETORT_SOURCE_DIR) + "/deploy/slurm/retort.sbatch", "job.yaml"},
+                       {"RETORT_BIN=" + testing::BinaryPath("tools"), "RETORT_DEVICES=cpu",
+                        "RETORT_DATA_INTERFACE=eth0", "RETORT_CHECKPOINT_WAIT_S=30"},
+                       &why);
     EXPECT_FALSE(id.empty()) << why;
     return id;
   }
@@ -117,24 +117,38 @@ class SlurmTest : public MultiHostScenarioTest {
     }
   }
 
-  // Retort processes left on `host` (its own PID namespace: ps sees only the host's).
+  // Retort processes left running on `host` (its own PID namespace: ps sees only the host's;
+  // zombies are not running: the host's init, a plain `sleep`, never reaps orphans).
   std::string RetortProcessesOn(int host) {
-    auto p = hosts_->Spawn(host, {"/bin/sh", "-c", "ps -e -o comm= | grep retort || true"},
+    auto p = hosts_->Spawn(host,
+                           {"/bin/sh", "-c",
+                            "ps -e -o stat=,pid=,ppid=,comm= | "
+                            "awk '$1 !~ /^Z/ && $4 ~ /retort/' || true"},
                            dir() + "/ps-" + std::to_string(host) + ".log");
     p->Wait(milliseconds(15000));
     return p->Log();
   }
 
-  // After an event at `before` (the highest step completed then) that restarted the job from
-  // its state directory: every step present, the steps run again after the event at most
-  // `max_lost`, the curve on the reference. The restarted run is the lines after `lines_before`.
-  void ExpectResumed(const MetricsFile& m, size_t lines_before, int64_t before, int64_t max_lost,
+  // After an event that restarted the job from its state directory (metrics.jsonl held
+  // `lines_at_event` lines then; the first run may have completed a few more steps before it
+  // was killed): every step present, the steps run again by the restarted run at most
+  // `max_lost`, the curve on the reference.
+  void ExpectResumed(const MetricsFile& m, size_t lines_at_event, int64_t max_lost,
                      const std::string& what) {
-    ASSERT_GT(m.lines.size(), lines_before) << what << ": no step after the restart";
-    const int64_t first_after = m.lines[lines_before].step;
-    const int64_t lost = std::max<int64_t>(0, before - (first_after - 1));
-    std::cout << "[ measured ] " << what << " after step " << before << ": resumed at step "
-              << first_after << ", lost steps " << lost << "\n";
+    // The restarted run begins at the first line whose step is not above the one before it.
+    size_t restart = m.lines.size();
+    for (size_t i = std::max<size_t>(lines_at_event, 1); i < m.lines.size(); ++i)
+      if (m.lines[i].step <= m.lines[i - 1].step) {
+        restart = i;
+        break;
+      }
+    ASSERT_LT(restart, m.lines.size()) << what << ": no restarted run in the metrics";
+    const int64_t before = m.lines[restart - 1].step;
+    const int64_t first_after = m.lines[restart].step;
+    const int64_t lost = before - (first_after - 1);
+    std::cout << "[ measured ] " << what << ": the first run reached step " << before
+              << ", the requeued run resumed at step " << first_after << ", lost steps " << lost
+              << "\n";
     EXPECT_GT(first_after, 1) << what << ": the job started over instead of resuming";
     EXPECT_LE(lost, max_lost) << what;
     EXPECT_EQ(elastic_testing::MissingSteps(m.lines, Job().steps), "");
@@ -173,8 +187,8 @@ TEST_F(SlurmTest, EveryProcessOfANodeKilledMidJobTheJobCompletesOnTheRestWithNoL
   EXPECT_THAT(elastic_testing::SequenceText(elastic_testing::WorldSizeSequence(m.lines)),
               ::testing::EndsWith("3 -> 2"));
   ExpectNoLostSteps(m, job, at_kill.lines.size(), at_kill.lines.back().step);
-  ExpectSameTrajectory(m.lines, "node 3 killed at step " +
-                                    std::to_string(at_kill.lines.back().step));
+  ExpectSameTrajectory(m.lines,
+                       "node 3 killed at step " + std::to_string(at_kill.lines.back().step));
 }
 
 TEST_F(SlurmTest, ScontrolRequeueResumesFromTheLastCheckpoint) {
@@ -185,11 +199,10 @@ TEST_F(SlurmTest, ScontrolRequeueResumesFromTheLastCheckpoint) {
   ASSERT_TRUE(WaitForStep(50, kNodes, id)) << Logs(id);
   std::string out;
   ASSERT_EQ(slurm_->Client({"scontrol", "requeue", id}, &out), 0) << out;
-  const MetricsFile at_requeue = Metrics();
+  const size_t lines_at_requeue = Metrics().lines.size();
   ASSERT_NO_FATAL_FAILURE(ExpectJobEnds(id, "COMPLETED"));
-  EXPECT_EQ(slurm_->JobField(id, "Restarts"), "1");
-  ExpectResumed(Metrics(), at_requeue.lines.size(), at_requeue.lines.back().step,
-                job.checkpoint_every_steps, "scontrol requeue");
+  EXPECT_EQ(slurm_->JobField(id, "Restarts"), "1") << Logs(id);
+  ExpectResumed(Metrics(), lines_at_requeue, job.checkpoint_every_steps, "scontrol requeue");
 }
 
 TEST_F(SlurmTest, PreemptionWarningCheckpointsAndRequeues) {
@@ -206,17 +219,7 @@ TEST_F(SlurmTest, PreemptionWarningCheckpointsAndRequeues) {
   EXPECT_THAT(Logs(id), ::testing::HasSubstr("taken before the requeue"));
   // The handler's checkpoint is a few steps after the signal; the steps trained between it
   // and the requeue's kill are the only ones lost (bounded by the handler's wait).
-  const MetricsFile m = Metrics();
-  int64_t before = 0;
-  size_t first_restart_line = m.lines.size();
-  for (size_t i = lines_at_signal; i < m.lines.size(); ++i) {
-    if (i > 0 && m.lines[i].step <= m.lines[i - 1].step) {
-      first_restart_line = i;
-      break;
-    }
-    before = m.lines[i].step;
-  }
-  ExpectResumed(m, first_restart_line, before, 20, "preemption warning");
+  ExpectResumed(Metrics(), lines_at_signal, 20, "preemption warning");
 }
 
 TEST_F(SlurmTest, ScancelEndsEveryProcessOfTheJob) {
@@ -229,8 +232,7 @@ TEST_F(SlurmTest, ScancelEndsEveryProcessOfTheJob) {
   ASSERT_NO_FATAL_FAILURE(ExpectJobEnds(id, "CANCELLED"));
   // No process of the job outlives it (within KillWait and a margin), and it is not requeued.
   for (int h = 1; h <= kNodes; ++h)
-    EXPECT_TRUE(
-        testing::WaitFor([&] { return RetortProcessesOn(h).empty(); }, milliseconds(30000)))
+    EXPECT_TRUE(testing::WaitFor([&] { return RetortProcessesOn(h).empty(); }, milliseconds(30000)))
         << "left on host " << h << ": " << RetortProcessesOn(h);
   EXPECT_EQ(slurm_->JobField(id, "JobState"), "CANCELLED");
   EXPECT_EQ(slurm_->JobField(id, "Restarts"), "0");

@@ -4,10 +4,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -135,7 +135,11 @@ bool SlurmCluster::WriteConfig(const SlurmClusterOptions& o, std::string* why) {
   c << "ClusterName=retorttest\n"
     << "SlurmctldHost=" << hosts_->name(0) << "(" << hosts_->address(0) << ")\n"
     << "SlurmUser=root\nSlurmdUser=root\n"
-    << "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=" << munge_socket_ << "\n"
+    << "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket="
+    << munge_socket_
+    // cred_expire is also how long a requeued job waits before it may start again (120 s by
+    // default).
+    << ",cred_expire=" << o.cred_expire_s << "\n"
     << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
     << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
     << "SwitchType=switch/none\nMpiDefault=none\nMailProg=/bin/true\n"
@@ -170,11 +174,10 @@ bool SlurmCluster::WriteConfig(const SlurmClusterOptions& o, std::string* why) {
 
 bool SlurmCluster::StartDaemons(milliseconds timeout, std::string* why) {
   munged_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{FindProgram("munged"), "--foreground", "--force",
-                               "--socket=" + munge_socket_, "--key-file=" + dir_ + "/munge-key/key",
-                               "--pid-file=" + dir_ + "/munge/pid",
-                               "--log-file=" + dir_ + "/log/munged.log",
-                               "--seed-file=" + dir_ + "/munge/seed"},
+      std::vector<std::string>{
+          FindProgram("munged"), "--foreground", "--force", "--socket=" + munge_socket_,
+          "--key-file=" + dir_ + "/munge-key/key", "--pid-file=" + dir_ + "/munge/pid",
+          "--log-file=" + dir_ + "/log/munged.log", "--seed-file=" + dir_ + "/munge/seed"},
       dir_ + "/log/munged.out", SubprocessOptions{false, true});
   if (!WaitFor([&] { return std::filesystem::exists(munge_socket_); }, milliseconds(10000))) {
     *why = "munged did not create its socket: " + munged_->Log();
@@ -198,9 +201,9 @@ bool SlurmCluster::StartDaemons(milliseconds timeout, std::string* why) {
     }
   }
   const std::string env = conf_env();
-  slurmctld_ = hosts_->Spawn(
-      0, {"/usr/bin/env", env, FindProgram("slurmctld"), "-D", "-i", "-f", conf_},
-      dir_ + "/log/slurmctld.out");
+  slurmctld_ =
+      hosts_->Spawn(0, {"/usr/bin/env", env, FindProgram("slurmctld"), "-D", "-i", "-f", conf_},
+                    dir_ + "/log/slurmctld.out");
   for (int h = 1; h < hosts_->size(); ++h)
     slurmd_.push_back(hosts_->Spawn(
         h, {"/usr/bin/env", env, FindProgram("slurmd"), "-D", "-N", hosts_->name(h), "-f", conf_},

@@ -37,6 +37,8 @@ struct SlurmClusterOptions {
   int slurmd_timeout_s = 10;
   // Seconds between SIGTERM and SIGKILL when a job or step is ended (scancel, requeue, limits).
   int kill_wait_s = 10;
+  // Lifetime of step credentials, and the wait of a requeued job before it may start again.
+  int cred_expire_s = 10;
 };
 
 class SlurmCluster {
