@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -246,7 +247,15 @@ int main(int argc, char** argv) {
     topts.threads = threads;
     topts.comm_timeout_ms = comm_timeout_ms;
     topts.default_output_dir = output_dir;
-    topts.data_plane_devices = *data_interface;
+    // A user's UCX_NET_DEVICES (e.g. the RDMA devices of an HCA: mlx5_0:1) wins over the
+    // interface of --data-address: UCX reads it from the environment itself.
+    const char* user_devices = std::getenv("UCX_NET_DEVICES");
+    if (user_devices != nullptr && *user_devices != '\0') {
+      LOG_INFO("worker") << "data plane devices from UCX_NET_DEVICES=" << user_devices
+                         << " (not the interface of --data-address, " << *data_interface << ")";
+    } else {
+      topts.data_plane_devices = *data_interface;
+    }
     topts.emulate_device_data_plane = emulate_device_data_plane;
     topts.pause_points = &pause_points;
     topts.node = node;
