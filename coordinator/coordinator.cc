@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <regex>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/message_differencer.h>
+
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "coordinator/job_spec.h"
@@ -88,6 +91,31 @@ Status CheckRestoredState(const std::string& path, const v1::CoordinatorState& s
   return Status::Ok();
 }
 
+// The differences of `given` from `stored`, one "field: old -> new" per change, "; "-separated
+// (both with their defaults applied, so spelling out a default is no change); "" when equal.
+std::string JobSpecChanges(const v1::JobSpec& stored, const v1::JobSpec& given) {
+  v1::JobSpec a = stored, b = given;
+  ApplyJobSpecDefaults(&a);
+  ApplyJobSpecDefaults(&b);
+  std::string report;
+  {
+    google::protobuf::io::StringOutputStream out(&report);
+    google::protobuf::util::MessageDifferencer::StreamReporter reporter(&out);
+    google::protobuf::util::MessageDifferencer differencer;
+    differencer.ReportDifferencesTo(&reporter);
+    if (differencer.Compare(a, b)) return "";
+  }
+  std::string joined;
+  size_t start = 0;
+  while (start < report.size()) {
+    size_t end = report.find('\n', start);
+    if (end == std::string::npos) end = report.size();
+    if (end > start) joined += (joined.empty() ? "" : "; ") + report.substr(start, end - start);
+    start = end + 1;
+  }
+  return joined.empty() ? "fields differ" : joined;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options,
@@ -112,10 +140,17 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
   v1::CoordinatorState state;
   if (loaded.ok()) {
     state = std::move(loaded).value();
-    if (job.has_value() && job->name() != state.job().name())
-      return FailedPreconditionError("state dir " + options.state_dir + " holds job '" +
-                                     state.job().name() + "', not '" + job->name() +
-                                     "'; use another --state-dir");
+    if (job.has_value()) {
+      // A running job keeps the spec it started with; a different one (a ConfigMap edited
+      // under a running job) is refused, naming what changed, instead of ignored.
+      const std::string changed = JobSpecChanges(state.job(), *job);
+      if (!changed.empty())
+        return InvalidArgumentError(
+            "the job spec given (--job) differs from the one job '" + state.job().name() +
+            "' started with (state dir " + options.state_dir + "): " + changed +
+            ". A running job's spec cannot change: restore the original spec (or start without "
+            "--job to use the stored one), or start a new job with another --state-dir");
+    }
     RETORT_RETURN_IF_ERROR(CheckRestoredState(store.path(), state));
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
@@ -424,7 +459,9 @@ void Coordinator::FormGenerationLocked() {
 
   gen->set_number(number);
   for (auto& m : members) {
-    members_[m.member_id()].rank = m.rank();
+    MemberRecord& rec = members_[m.member_id()];
+    rec.rank = m.rank();
+    rec.step_advanced_at = clock_->Now();  // a new generation is progress, not a stall
     *gen->add_members() = std::move(m);
   }
   for (auto& n : nodes) *gen->add_nodes() = std::move(n);
@@ -538,6 +575,7 @@ StatusOr<v1::JoinResponse> Coordinator::Join(const v1::JoinRequest& req) {
   rec.identity = req.identity();
   rec.parameter_count = req.parameter_count();
   rec.last_heartbeat = clock_->Now();
+  rec.step_advanced_at = rec.last_heartbeat;
   std::string id = rec.id;
   std::string secret = rec.secret;
   members_.emplace(id, std::move(rec));
@@ -587,6 +625,8 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
   auto& m = members_[req.member_id()];
   m.heartbeat_generation = req.generation();
   m.last_heartbeat = clock_->Now();
+  if (req.step() > m.step || req.generation() != m.generation)
+    m.step_advanced_at = m.last_heartbeat;
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
   if (req.has_metrics()) m.metrics = req.metrics();

@@ -142,6 +142,12 @@ class Coordinator {
 
   // --- operator-facing ---
   v1::StatusResponse GetStatus() const RETORT_EXCLUDES(mu_);
+  // Members of a RUNNING job whose reported step has not advanced for `deadline` (heartbeats
+  // still arriving: a hung collective looks like this), as "id (node/local rank) at step N".
+  // A new generation restarts every member's clock (recovery is not a stall). Empty while the
+  // job waits, is paused or has ended. Feeds the health port's progress status (readiness).
+  std::vector<std::string> StalledMembers(std::chrono::milliseconds deadline) const
+      RETORT_EXCLUDES(mu_);
   StatusOr<v1::ControlResponse> Pause() RETORT_EXCLUDES(mu_);
   StatusOr<v1::ControlResponse> Resume() RETORT_EXCLUDES(mu_);
   StatusOr<v1::CheckpointResponse> RequestCheckpoint() RETORT_EXCLUDES(mu_);
@@ -170,6 +176,8 @@ class Coordinator {
     int64_t parameter_count = 0;
     std::chrono::steady_clock::time_point last_heartbeat;
     int64_t step = 0;
+    // When `step` last advanced (or the member joined, or saw a new generation).
+    std::chrono::steady_clock::time_point step_advanced_at;
     int64_t epoch = 0;
     v1::StepMetrics metrics;
     uint64_t generation = 0;  // as the member last reported it

@@ -18,6 +18,20 @@ v1::ControlResponse Reply(const std::string& message, v1::JobState state) {
 
 }  // namespace
 
+std::vector<std::string> Coordinator::StalledMembers(std::chrono::milliseconds deadline) const {
+  MutexLock lock(mu_);
+  std::vector<std::string> stalled;
+  if (state_.state() != v1::JOB_STATE_RUNNING) return stalled;
+  const auto now = clock_->Now();
+  for (const auto& [id, m] : members_) {
+    if (m.rank < 0 || m.draining || now - m.step_advanced_at < deadline) continue;
+    stalled.push_back(id + " (" + m.identity.node() + "/" +
+                      std::to_string(m.identity.local_rank()) + ") at step " +
+                      std::to_string(m.step));
+  }
+  return stalled;
+}
+
 v1::StatusResponse Coordinator::GetStatus() const {
   MutexLock lock(mu_);
   v1::StatusResponse s;

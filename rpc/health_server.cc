@@ -73,6 +73,12 @@ void HealthServer::SetServing(bool serving) {
   for (const std::string& name : services_) health->SetServingStatus(name, serving);
 }
 
+void HealthServer::SetServing(const std::string& service, bool serving) {
+  if (shut_down_) return;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(service, serving);
+}
+
 void HealthServer::Shutdown(int64_t grace_ms) {
   if (!server_ || shut_down_.exchange(true)) return;
   SetServing(false);

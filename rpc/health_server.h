@@ -32,6 +32,9 @@ class HealthServer {
   int port() const { return port_; }
   // Every status this server reports: SERVING (true) or NOT_SERVING (false).
   void SetServing(bool serving);
+  // One service's status (a name given to Start), e.g. a readiness signal apart from the
+  // liveness one (""). Ignored after Shutdown.
+  void SetServing(const std::string& service, bool serving);
   // Reports NOT_SERVING, finishes in-flight checks within `grace_ms`, stops listening.
   // Idempotent.
   void Shutdown(int64_t grace_ms = 500);

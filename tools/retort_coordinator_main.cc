@@ -30,6 +30,9 @@ namespace {
 
 constexpr const char* kProgram = "retort-coordinator";
 constexpr int kExitJobFailed = 3;
+// The health port's readiness signal: SERVING while every ranked worker's step advances within
+// --stall-deadline-ms (the overall status "" stays the liveness signal).
+constexpr const char* kProgressService = "retort.v1.TrainingProgress";
 
 // Everything the flags say.
 struct Config {
@@ -37,6 +40,7 @@ struct Config {
   std::string metrics_listen, health_listen;
   std::string check_job;
   bool json = false;
+  int64_t stall_deadline_ms = 300000;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
   bool check_paths = true;
@@ -98,6 +102,9 @@ void RegisterFlags(ArgParser& args, Config* c) {
   args.AddString("health-listen", &c->health_listen,
                  "also serve grpc.health.v1 alone, in plain TCP, on host:port (for probes that "
                  "cannot present a client certificate; no other service there; empty = off)");
+  args.AddInt("stall-deadline-ms", &c->stall_deadline_ms,
+              "the health port's service retort.v1.TrainingProgress (a readiness signal) turns "
+              "NOT_SERVING while a ranked worker's step has not advanced for this long (0 = off)");
   args.AddString("metrics-listen", &c->metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
   args.AddString("check-job", &c->check_job,
@@ -112,6 +119,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
 // The flags' rules and the job spec (loaded and pre-flight checked): usage errors.
 StatusOr<std::optional<v1::JobSpec>> CheckConfig(const Config& c) {
   if (c.opts.state_dir.empty()) return InvalidArgumentError("--state-dir is required (see --help)");
+  if (c.stall_deadline_ms < 0) return InvalidArgumentError("--stall-deadline-ms must be >= 0");
   if (Status allowed =
           coordinator::CheckListenPolicy(c.listen, c.security.tls(), c.insecure_listen);
       !allowed.ok())
@@ -146,6 +154,31 @@ void LogTransport(const Config& c) {
 
 // Serves the job until it finishes (with --exit-when-finished) or a signal arrives; returns the
 // job's last status.
+// Keeps kProgressService on the health port SERVING while training advances (called from the
+// main loop; no threads of its own).
+struct ProgressSignal {
+  rpc::HealthServer* health;  // null: no health port
+  int64_t stall_deadline_ms;  // 0: off
+  bool progressing = true;
+
+  void Update(coordinator::Coordinator& coord) {
+    if (health == nullptr || stall_deadline_ms <= 0) return;
+    const std::vector<std::string> stalled =
+        coord.StalledMembers(std::chrono::milliseconds(stall_deadline_ms));
+    if (stalled.empty() == progressing) return;
+    progressing = stalled.empty();
+    health->SetServing(kProgressService, progressing);
+    if (progressing) {
+      LOG_INFO("coordinator") << "training progresses again: " << kProgressService << " SERVING";
+      return;
+    }
+    std::string who;
+    for (const auto& m : stalled) who += (who.empty() ? "" : ", ") + m;
+    LOG_WARN("coordinator") << "no step for " << stall_deadline_ms << " ms from " << who << ": "
+                            << kProgressService << " NOT_SERVING";
+  }
+};
+
 StatusOr<v1::StatusResponse> Run(Config c) {
   RETORT_ASSIGN_OR_RETURN(std::optional<v1::JobSpec> job, CheckConfig(c));
   std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
@@ -157,7 +190,9 @@ StatusOr<v1::StatusResponse> Run(Config c) {
   }
   RealClock clock;
   auto created = coordinator::Coordinator::Create(c.opts, job, &clock);
-  if (!created.ok()) return tools::RunError(created.status());
+  // A refused spec or flags (INVALID_ARGUMENT: exit 2, the same on every try) or a state dir it
+  // cannot use (exit 1).
+  if (!created.ok()) return created.status();
   coordinator::Coordinator* coord = created->get();
   if (metrics) metrics->Attach(coord);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -168,7 +203,8 @@ StatusOr<v1::StatusResponse> Run(Config c) {
   std::unique_ptr<rpc::HealthServer> health;
   if (!c.health_listen.empty()) {
     const std::vector<std::string> services = {v1::WorkerService::service_full_name(),
-                                               v1::ControlService::service_full_name()};
+                                               v1::ControlService::service_full_name(),
+                                               kProgressService};
     RETORT_ASSIGN_OR_RETURN(health, rpc::HealthServer::Start(c.health_listen, services));
     LOG_INFO("coordinator") << "health checks (plain TCP, grpc.health.v1 only) on port "
                             << health->port();
@@ -188,7 +224,9 @@ StatusOr<v1::StatusResponse> Run(Config c) {
                             << ": shutting down (state is durable; restart to resume)";
     signalled = true;
   });
+  ProgressSignal progress{health.get(), c.stall_deadline_ms};
   while (!signalled) {
+    progress.Update(*coord);
     if (c.exit_when_finished && coord->WaitFinished(200)) {
       LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
                               << "); exiting";

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -270,7 +271,16 @@ Status Run(const Config& c) {
     topts.threads = c.threads;
     topts.comm_timeout_ms = c.comm_timeout_ms;
     topts.default_output_dir = c.output_dir;
-    topts.data_plane_devices = checked.data_interface;
+    // A user's UCX_NET_DEVICES (e.g. the RDMA devices of an HCA: mlx5_0:1) wins over the
+    // interface of --data-address: UCX reads it from the environment itself.
+    const char* user_devices = std::getenv("UCX_NET_DEVICES");
+    if (user_devices != nullptr && *user_devices != '\0') {
+      LOG_INFO("worker") << "data plane devices from UCX_NET_DEVICES=" << user_devices
+                         << " (not the interface of --data-address, " << checked.data_interface
+                         << ")";
+    } else {
+      topts.data_plane_devices = checked.data_interface;
+    }
     topts.emulate_device_data_plane = c.emulate_device_data_plane;
     topts.pause_points = &pause_points;
     topts.node = c.node;

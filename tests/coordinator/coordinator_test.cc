@@ -611,3 +611,62 @@ TEST_F(CoordinatorTest, NoPeriodicCheckpointsWithoutEverySteps) {
 
 }  // namespace
 }  // namespace retort::coordinator
+
+namespace retort::coordinator {
+namespace {
+
+// The readiness signal's source: a ranked member whose heartbeats keep coming but whose step
+// stays put past the deadline (a hung collective) is named; progress clears it; a paused job
+// stalls nobody.
+TEST_F(CoordinatorTest, StalledMembersNamesAWorkerWhoseStepDoesNotAdvance) {
+  const std::string a = JoinOk("n1", 0);
+  const std::string b = JoinOk("n2", 0);
+  Settle();
+  ASSERT_EQ(c_->GetStatus().state(), v1::JOB_STATE_RUNNING);
+  HeartbeatAtStep(a, 1, 0.1);
+  HeartbeatAtStep(b, 1, 0.1);
+  const auto deadline = std::chrono::milliseconds(2000);
+  EXPECT_TRUE(c_->StalledMembers(deadline).empty());
+  clock_.Advance(std::chrono::milliseconds(1500));
+  HeartbeatAtStep(a, 5, 0.1);
+  HeartbeatAtStep(b, 1, 0.1);  // alive, but no step
+  EXPECT_TRUE(c_->StalledMembers(deadline).empty()) << "not yet past the deadline";
+  clock_.Advance(std::chrono::milliseconds(1000));
+  HeartbeatAtStep(a, 9, 0.1);
+  HeartbeatAtStep(b, 1, 0.1);
+  auto stalled = c_->StalledMembers(deadline);
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0], b + " (n2/0) at step 1");
+  HeartbeatAtStep(b, 2, 0.1);
+  EXPECT_TRUE(c_->StalledMembers(deadline).empty()) << "b advanced";
+  clock_.Advance(std::chrono::milliseconds(5000));
+  ASSERT_TRUE(c_->Pause().ok());
+  EXPECT_TRUE(c_->StalledMembers(deadline).empty()) << "a paused job stalls nobody";
+}
+
+// A job spec that differs from the one the job started with is refused with a message naming
+// the changed fields (a ConfigMap edited under a running job); the same spec, or none, resumes.
+TEST_F(CoordinatorTest, AChangedJobSpecIsRefusedNamingTheChangeAndTheSameSpecResumes) {
+  JoinOk("n1", 0);
+  Settle();
+  v1::JobSpec changed = TestJob();
+  changed.set_steps(250);
+  c_.reset();
+  auto refused = Coordinator::Create(opts_, changed, &clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("steps"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("250"), std::string::npos) << refused.status();
+  v1::JobSpec renamed = TestJob();
+  renamed.set_name("another-job");
+  auto refused_name = Coordinator::Create(opts_, renamed, &clock_);
+  ASSERT_FALSE(refused_name.ok());
+  EXPECT_EQ(refused_name.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused_name.status().message().find("another-job"), std::string::npos);
+  Restart(TestJob());     // the same spec
+  Restart(std::nullopt);  // the stored spec
+  EXPECT_EQ(c_->GetStatus().total_steps(), 100);
+}
+
+}  // namespace
+}  // namespace retort::coordinator

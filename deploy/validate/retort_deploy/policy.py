@@ -20,6 +20,10 @@ _IMAGE_RE = re.compile(r"^[^:@\s]+(:[\w.-]+|@sha256:[0-9a-f]{64})$", re.ASCII)
 _VAR_RE = re.compile(r"\$\((\w+)\)", re.ASCII)
 
 
+# The coordinator health port's readiness service (tools/retort_coordinator_main.cc).
+PROGRESS_SERVICE = "retort.v1.TrainingProgress"
+
+
 def _find(objects, kind, name):
     return next((o for o in objects if o.get("kind") == kind and dig(o, "metadata", "name") == name), None)
 
@@ -251,6 +255,23 @@ def _check_coordinator(objects, errors, context):
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         if health is not None and not _is(dig(container, probe, "grpc", "port"), health):
             errors.append(f"{name}: {probe} must target --health-listen (port {health})")
+    # Ready while training progresses (a stalled worker turns it NOT_SERVING); alive while the
+    # process answers (a stall is no reason to restart the coordinator).
+    if dig(container, "readinessProbe", "grpc", "service") != PROGRESS_SERVICE:
+        errors.append(f"{name}: readinessProbe must ask for service {PROGRESS_SERVICE} (training progress)")
+    if dig(container, "livenessProbe", "grpc", "service") not in (None, ""):
+        errors.append(f"{name}: livenessProbe must ask for the overall status (no service)")
+    labels = dig(deployment, "spec", "template", "metadata", "labels")
+    budget = next(
+        (
+            o
+            for o in objects
+            if o.get("kind") == "PodDisruptionBudget" and _selects(dig(o, "spec", "selector", "matchLabels"), labels)
+        ),
+        None,
+    )
+    if budget is None or not _is(dig(budget, "spec", "maxUnavailable"), 0):
+        errors.append(f"{name}: needs a PodDisruptionBudget with maxUnavailable 0 (a drain must not evict it)")
     state = _claim_holding(deployment, flag_value(container, "state-dir") or "")
     if state is None or dig(state["volume"], "persistentVolumeClaim") is None or state["read_only"]:
         errors.append(f"{name}: --state-dir must be on a writable PersistentVolumeClaim")

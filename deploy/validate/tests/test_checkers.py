@@ -130,6 +130,8 @@ class PolicyCheckTest(unittest.TestCase):
             ("        - --tls-ca=/etc/retort/tls/ca.crt\n        - --health-listen=0.0.0.0:7072\n",
              "        - --insecure-listen\n"),
             ("        - --tls-key=/etc/retort/tls/worker.key\n", "        - --tls-key=/opt/retort/worker.key\n"),
+            ("service: retort.v1.TrainingProgress", "service: \"\""),
+            ("maxUnavailable: 0", "maxUnavailable: 1"),
         ]:
             broken = replace_once(self, broken, old, new)
         status, output = run_script("check_policy.py", "--accelerator=cpu", write_temp(self, "broken.yaml", broken))
@@ -148,6 +150,8 @@ class PolicyCheckTest(unittest.TestCase):
             r"Deployment/retort-coordinator: needs --tls-ca \(mutual TLS\)",
             r"Deployment/retort-coordinator: needs --health-listen",
             r"StatefulSet/retort-worker: --tls-key=/opt/retort/worker.key is not a file of a mounted Secret volume",
+            r"Deployment/retort-coordinator: readinessProbe must ask for service retort.v1.TrainingProgress",
+            r"Deployment/retort-coordinator: needs a PodDisruptionBudget with maxUnavailable 0",
         ])
 
     def test_names_pod_hardening_probe_image_and_secret_violations(self):
