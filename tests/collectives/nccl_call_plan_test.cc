@@ -243,6 +243,19 @@ TEST(NcclCallPlanTest, WarmUpIsOneSmallReduceScatterAndAllGatherInPlace) {
   // In place as NCCL defines it: recvbuff == sendbuff + rank * count, and the mirror image.
   EXPECT_THAT(Describe(plan), ElementsAre("ncclReduceScatter scratch+0 -> scratch+2 x1",
                                           "ncclAllGather scratch+2 -> scratch+0 x1"));
+  // Every rank issues the same calls (else the warm-up itself would hang), within its scratch.
+  std::vector<HostRank> ranks(4);
+  std::vector<NcclCallPlan> plans;
+  for (int r = 0; r < 4; ++r) {
+    plans.push_back(PlanWarmUp(4, r));
+    for (const NcclCall& c : plans.back().calls) {
+      const size_t span = c.kind == NcclCallKind::kReduceScatter ? 4 * c.count : c.count;
+      const size_t gathered = c.kind == NcclCallKind::kAllGather ? 4 * c.count : c.count;
+      EXPECT_LE(c.send.offset + span, plans.back().scratch_elements) << Describe(c);
+      EXPECT_LE(c.recv.offset + gathered, plans.back().scratch_elements) << Describe(c);
+    }
+  }
+  RunOnHost(plans, &ranks);
 }
 
 }  // namespace
