@@ -4,22 +4,33 @@
 
 namespace retort::trainer {
 
-double VitForwardFlops(const VitConfig& c) {
+double VitForwardFlops(const VitConfig& c, FlopsCount count) {
   const double d = static_cast<double>(c.dim);
   const double grid = static_cast<double>(c.image_size / c.patch_size);
   const double patches = grid * grid;
-  const double tokens = patches + 1;  // the class token
+  const double tokens = patches + 1;             // the class token
+  const double mlp = 2 * d * (c.mlp_ratio * d);  // fc1, fc2 per token
   const double patch_embed = patches * (c.in_channels * c.patch_size * c.patch_size) * d;
-  const double per_block = tokens * d * 3 * d                     // qkv
-                           + 2 * tokens * tokens * d              // q k^T and attention x v
-                           + tokens * d * d                       // projection
-                           + 2 * tokens * d * (c.mlp_ratio * d);  // fc1, fc2
+  const double per_block = tokens * d * 3 * d         // qkv
+                           + 2 * tokens * tokens * d  // q k^T and attention x v
+                           + tokens * d * d           // projection
+                           + tokens * mlp;
+  // BlockImpl::forward_class_token: keys and values of every token; the query, its scores over
+  // every token, the projection and the MLP of the class token.
+  const double class_token_block = tokens * d * 2 * d + d * d  // k, v; q
+                                   + 2 * tokens * d            // q k^T and attention x v
+                                   + d * d + mlp;              // projection, MLP
+  const bool class_token_last = count == FlopsCount::kComputed && c.last_block_class_token_only;
+  const double blocks = class_token_last && c.depth > 0
+                            ? (c.depth - 1) * per_block + class_token_block
+                            : c.depth * per_block;
   const double head = d * static_cast<double>(c.num_classes);
-  return 2 * (patch_embed + c.depth * per_block + head);  // multiply-adds to FLOPs
+  return 2 * (patch_embed + blocks + head);  // multiply-adds to FLOPs
 }
 
-double KdTrainingFlopsPerSample(const VitConfig& student, const VitConfig* teacher) {
-  return 3 * VitForwardFlops(student) + (teacher ? VitForwardFlops(*teacher) : 0.0);
+double KdTrainingFlopsPerSample(const VitConfig& student, const VitConfig* teacher,
+                                FlopsCount count) {
+  return 3 * VitForwardFlops(student, count) + (teacher ? VitForwardFlops(*teacher, count) : 0.0);
 }
 
 double PeakBf16FlopsForDevice(const std::string& name) {

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """PyTorch reference for the one-GPU KD step benchmark (kd_step_gpu_bench): the same ViT
 teacher and student (kd_reference.py: timm-like modules, scaled-dot-product attention on CUDA),
-bf16 autocast for both forwards and the student's backward, the frozen teacher under
-torch.no_grad() in eval mode, AdamW(fused=True) with timm's weight-decay groups,
-clip_grad_norm_, synthetic data on the device. --mode eager or compile (torch.compile of the
-teacher and of the student). Prints one JSON line.
+with --bf16 the teacher frozen in bf16 as retort's is (its weights cast once, its input cast each
+step, run under torch.no_grad() in eval mode: no per-step autocast re-cast of fp32 weights) and
+bf16 autocast for the student's forward and backward, AdamW(fused=True) with timm's
+weight-decay groups, clip_grad_norm_, synthetic data on the device. --mode eager or compile
+(torch.compile of the teacher and of the student). Prints one JSON line; its FLOPs per sample
+(--gflop-per-sample, model FLOPs: run_kd_gpu_bench.sh passes retort's figure) are also the FLOPs
+it computes, since this model runs every token of its last block, so "mfu" and "mfu_computed"
+agree.
 
 Usage: kd_reference_gpu.py [--mode eager|compile] [--teacher vit-b16] [--student vit-s16]
                            [--batch 256] [--warmup 5] [--steps 30] [--device cuda:0] [--no-bf16]
@@ -36,7 +40,9 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--gflop-per-sample", type=float, default=62.96)
+    ap.add_argument("--gflop-per-sample", type=float, default=62.72,
+                    help="model GFLOPs per sample (62.72: vit-b16 -> vit-s16 at 224x224, "
+                         "as trainer/model_flops.h counts them)")
     args = ap.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -44,6 +50,8 @@ def main():
     student = make_vit(args.student).to(device).train()
     for p in teacher.parameters():
         p.requires_grad_(False)
+    teacher_dtype = torch.bfloat16 if args.bf16 else torch.float32
+    teacher = teacher.to(teacher_dtype)
     fused = device.type == "cuda"
     opt = torch.optim.AdamW(adamw_param_groups(student, 0.05), lr=1e-3, fused=fused)
     image, channels, classes = PRESETS[args.student][0], PRESETS[args.student][1], PRESETS[args.student][6]
@@ -55,8 +63,8 @@ def main():
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
 
     def step():
-        with torch.no_grad(), autocast:
-            t = run_teacher(x)
+        with torch.no_grad():
+            t = run_teacher(x.to(teacher_dtype))
         with autocast:
             loss = kd_loss(run_student(x).float(), t.float(), y, 0.5, 4.0)
         opt.zero_grad(set_to_none=True)
@@ -90,12 +98,16 @@ def main():
         "student": args.student, "batch": args.batch, "bf16": args.bf16, "steps": args.steps,
         "samples_per_s": round(samples_per_s, 2), "step_ms_median": round(median * 1e3, 3),
         "step_ms_p99": round(p99 * 1e3, 3), "final_loss": loss, "torch": torch.__version__,
+        "teacher_dtype": str(teacher_dtype).replace("torch.", ""),
+        "gflop_per_sample_model": args.gflop_per_sample,
+        "gflop_per_sample_computed": args.gflop_per_sample,
     }
     if device.type == "cuda":
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
     peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
     if peak:
         out["mfu"] = round(samples_per_s * args.gflop_per_sample * 1e9 / (peak * 1e12), 4)
+        out["mfu_computed"] = out["mfu"]
     print(json.dumps(out))
 
 

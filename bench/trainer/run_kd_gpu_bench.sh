@@ -39,8 +39,13 @@ run_part() {  # PART COMMAND...: the command's JSON line, or an error (or skippe
 }
 ours_rc=0
 ours=$(run_part retort "$build/bench/trainer/kd_step_gpu_bench" "$@") || ours_rc=1
-eager=$(run_part eager "$python" "$here/kd_reference_gpu.py" --mode eager "$@") || true
-compiled=$(run_part compile "$python" "$here/kd_reference_gpu.py" --mode compile "$@") || true
+# The references' FLOPs per sample: retort's model FLOPs (trainer/model_flops.h), so that both
+# sides' MFU divide the same work (none when retort's part did not run).
+gflop=$("$python" -c 'import json, sys; print(json.loads(sys.argv[1]).get("gflop_per_sample_model", ""))' "$ours" 2> /dev/null) || gflop=""
+gflop_flag=()
+[[ -n "$gflop" ]] && gflop_flag=(--gflop-per-sample "$gflop")
+eager=$(run_part eager "$python" "$here/kd_reference_gpu.py" --mode eager "${gflop_flag[@]}" "$@") || true
+compiled=$(run_part compile "$python" "$here/kd_reference_gpu.py" --mode compile "${gflop_flag[@]}" "$@") || true
 # The JPEG folder: the caller's (JPEG_FOLDER, shared with the decode benchmark), else a new one.
 folder=${JPEG_FOLDER:-}
 if [[ -z "$folder" && ",$parts," == *",jpeg,"* ]]; then
@@ -63,10 +68,17 @@ def ratio(a, b, key="samples_per_s"):
 
 
 print(json.dumps({
+    # Same work on both sides: a frozen bf16 teacher each; "mfu" on model FLOPs for all,
+    # "mfu_computed" on each side's own (retort skips most of its last block but the class token).
     "comparison": "kd_step_gpu", "retort": ours, "pytorch_eager": eager,
     "pytorch_compile": compiled, "retort_jpeg_input": jpeg,
     "speedup_vs_eager": ratio(ours, eager),
     "speedup_vs_compile": ratio(ours, compiled),
+    "mfu": {"retort": ours.get("mfu"), "pytorch_eager": eager.get("mfu"),
+            "pytorch_compile": compiled.get("mfu")},
+    "mfu_computed": {"retort": ours.get("mfu_computed"),
+                     "pytorch_eager": eager.get("mfu_computed"),
+                     "pytorch_compile": compiled.get("mfu_computed")},
     "jpeg_vs_synthetic": ratio(jpeg, ours),
     "jpeg_data_wait_fraction": jpeg.get("data_wait_fraction"),
 }))

@@ -75,6 +75,9 @@ StatusOr<DeviceCopier::Mark> CudaCopier::MarkIssued() {
 }
 
 Status CudaCopier::Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) {
+  // Wait may run on a thread that issued nothing (a progress thread): select the device before
+  // its first CUDA call, so that thread makes no context on device 0.
+  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   while (!recorded_.empty() && recorded_.front().mark <= mark) {
     Recorded& r = recorded_.front();
     for (;;) {

@@ -1,5 +1,6 @@
 #include "collectives/nccl/nccl_communicator.h"
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -27,13 +28,6 @@ ncclDataType_t ToNccl(DataType dtype) {
 }
 
 ncclRedOp_t ToNccl(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
-
-bool AllEqual(const std::vector<size_t>& counts) {
-  for (size_t c : counts) {
-    if (c != counts[0]) return false;
-  }
-  return true;
-}
 
 // Waits until a non-blocking communicator finished its pending call, the deadline passed or
 // `cancelled` holds (the caller then aborts the communicator).
@@ -147,6 +141,17 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     std::memcpy(id.internal, value.data() + newline + 1, sizeof(id.internal));
   }
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(rank, size, generation, o));
+  cudaMemPoolProps pool_props{};
+  pool_props.allocType = cudaMemAllocationTypePinned;
+  pool_props.handleTypes = cudaMemHandleTypeNone;
+  pool_props.location.type = cudaMemLocationTypeDevice;
+  pool_props.location.id = o.device;
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaMemPoolCreate(&pool, &pool_props), "nccl: creating the scratch memory pool");
+  c->scratch_pool_ = CudaMemPool(pool);
+  uint64_t keep = UINT64_MAX;  // no trimming at synchronisations: the next step reuses it
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+             "nccl: configuring the scratch memory pool");
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "nccl: creating stream");
   c->stream_ = CudaStream(stream);
@@ -169,7 +174,78 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return initialized;
   }
   c->watchdog_ = std::thread([raw = c.get()] { raw->Watchdog(); });
+  if (o.warm_up) RETORT_RETURN_IF_ERROR(c->WarmUp(deadline));
   return c;
+}
+
+Status NcclCommunicator::WarmUp(Deadline deadline) {
+  const NcclCallPlan plan = PlanWarmUp(size_, rank_);
+  CollectiveOptions options;
+  options.timeout =
+      std::max(std::chrono::milliseconds(1),
+               std::chrono::duration_cast<std::chrono::milliseconds>(deadline.Remaining()));
+  WorkPtr work = Enqueue("warm-up (connecting peers)", options, [&] {
+    return Issue(plan, nullptr, nullptr, DataType::kFloat32, ReduceOp::kSum);
+  });
+  return work->Wait(deadline);
+}
+
+Status NcclCommunicator::Issue(const NcclCallPlan& plan, const void* input, void* output,
+                               DataType dtype, ReduceOp op) {
+  const size_t elem = DataTypeSize(dtype);
+  void* scratch = nullptr;
+  if (plan.scratch_elements > 0) {
+    CUDA_CHECK(
+        cudaMallocFromPoolAsync(&scratch, plan.scratch_elements * elem, scratch_pool_.get(),
+                                stream_.get()),
+        "nccl: allocating " + std::to_string(plan.scratch_elements * elem) + " bytes of scratch");
+  }
+  auto at = [&](const PlanRef& ref) -> char* {
+    char* base = ref.buffer == PlanBuffer::kInput
+                     ? const_cast<char*>(static_cast<const char*>(input))
+                     : static_cast<char*>(ref.buffer == PlanBuffer::kOutput ? output : scratch);
+    return base == nullptr ? nullptr : base + ref.offset * elem;
+  };
+  auto calls = [&]() -> Status {
+    for (const NcclCall& c : plan.calls) {
+      switch (c.kind) {
+        case NcclCallKind::kCopy:
+          CUDA_CHECK(cudaMemcpyAsync(at(c.recv), at(c.send), c.count * elem,
+                                     cudaMemcpyDeviceToDevice, stream_.get()),
+                     "nccl: " + Describe(c));
+          break;
+        case NcclCallKind::kReduceScatter:
+          NCCL_CHECK(ncclReduceScatter(at(c.send), at(c.recv), c.count, ToNccl(dtype), ToNccl(op),
+                                       comm_.get(), stream_.get()),
+                     Describe(c));
+          break;
+        case NcclCallKind::kAllGather:
+          NCCL_CHECK(ncclAllGather(at(c.send), at(c.recv), c.count, ToNccl(dtype), comm_.get(),
+                                   stream_.get()),
+                     Describe(c));
+          break;
+        case NcclCallKind::kReduce:
+          NCCL_CHECK(ncclReduce(at(c.send), at(c.recv), c.count, ToNccl(dtype), ToNccl(op), c.root,
+                                comm_.get(), stream_.get()),
+                     Describe(c));
+          break;
+        case NcclCallKind::kBroadcast:
+          NCCL_CHECK(ncclBroadcast(at(c.send), at(c.recv), c.count, ToNccl(dtype), c.root,
+                                   comm_.get(), stream_.get()),
+                     Describe(c));
+          break;
+      }
+    }
+    return Status::Ok();
+  };
+  Status issued = plan.grouped ? Grouped(calls) : calls();
+  // Stream-ordered: the memory returns to the pool once the calls above have run.
+  if (scratch != nullptr) {
+    const cudaError_t freed = cudaFreeAsync(scratch, stream_.get());
+    if (issued.ok() && freed != cudaSuccess)
+      issued = CudaError(freed, "nccl: freeing scratch", __FILE__, __LINE__);
+  }
+  return issued;
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -237,7 +313,14 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
 }
 
 void NcclCommunicator::Watchdog() {
+  // Before this thread's first CUDA call (cudaEventQuery): else it would make, and hold, a
+  // context on device 0 whatever device this communicator uses.
+  const cudaError_t selected = cudaSetDevice(options_.device);
   MutexLock lock(mu_);
+  if (selected != cudaSuccess) {
+    Break(CudaError(selected, "nccl watchdog: selecting device " + std::to_string(options_.device),
+                    __FILE__, __LINE__));
+  }
   while (!stopping_ || !pending_.empty()) {
     cv_.WaitFor(mu_, std::chrono::milliseconds(1));
     while (!pending_.empty()) {
@@ -277,24 +360,7 @@ WorkPtr NcclCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer outp
                                            const std::vector<size_t>& counts, ReduceOp op,
                                            const CollectiveOptions& options) {
   return Enqueue("reduce_scatter", options, [&]() -> Status {
-    if (AllEqual(counts)) {
-      NCCL_CHECK(ncclReduceScatter(input.data, output.data, counts[0], ToNccl(input.dtype),
-                                   ToNccl(op), comm_.get(), stream_.get()),
-                 "ncclReduceScatter");
-      return Status::Ok();
-    }
-    const size_t elem = DataTypeSize(input.dtype);
-    const auto offsets = Offsets(counts);
-    return Grouped([&]() -> Status {
-      for (int r = 0; r < size_; ++r) {
-        if (counts[r] == 0) continue;
-        NCCL_CHECK(
-            ncclReduce(static_cast<const char*>(input.data) + offsets[r] * elem, output.data,
-                       counts[r], ToNccl(input.dtype), ToNccl(op), r, comm_.get(), stream_.get()),
-            "ncclReduce (reduce_scatter_v)");
-      }
-      return Status::Ok();
-    });
+    return Issue(PlanReduceScatterV(counts, rank_), input.data, output.data, input.dtype, op);
   });
 }
 
@@ -302,24 +368,8 @@ WorkPtr NcclCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
                                        const std::vector<size_t>& counts,
                                        const CollectiveOptions& options) {
   return Enqueue("all_gather", options, [&]() -> Status {
-    if (AllEqual(counts)) {
-      NCCL_CHECK(ncclAllGather(input.data, output.data, counts[0], ToNccl(input.dtype), comm_.get(),
-                               stream_.get()),
-                 "ncclAllGather");
-      return Status::Ok();
-    }
-    const size_t elem = DataTypeSize(input.dtype);
-    const auto offsets = Offsets(counts);
-    return Grouped([&]() -> Status {
-      for (int r = 0; r < size_; ++r) {
-        if (counts[r] == 0) continue;
-        char* dst = static_cast<char*>(output.data) + offsets[r] * elem;
-        NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data : dst, dst, counts[r], ToNccl(input.dtype),
-                                 r, comm_.get(), stream_.get()),
-                   "ncclBroadcast (all_gather_v)");
-      }
-      return Status::Ok();
-    });
+    return Issue(PlanAllGatherV(counts, rank_), input.data, output.data, input.dtype,
+                 ReduceOp::kSum);
   });
 }
 

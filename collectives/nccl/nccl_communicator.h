@@ -12,8 +12,13 @@
 // Generation fencing happens at bootstrap: the unique id is published under a key of this
 // generation together with the generation, and a communicator never outlives its
 // generation; a bootstrap whose generation became obsolete ends at once
-// (NcclCommunicatorOptions::cancelled). ReduceScatterV / AllGatherV with uneven counts are grouped
-// ncclReduce / ncclBroadcast calls; equal counts use ncclReduceScatter / ncclAllGather. Threading:
+// (NcclCommunicatorOptions::cancelled). Which NCCL calls a ReduceScatterV / AllGatherV issues is
+// nccl_call_plan.h's: equal counts and nearly even ones (padded in a scratch buffer from this
+// communicator's stream-ordered memory pool) are one ncclReduceScatter / ncclAllGather, sparse
+// counts grouped ncclReduce / ncclBroadcast. Create warms the communicator up (one small
+// reduce-scatter and all-gather, waited for) so NCCL connects its peers before the first step.
+// Every thread of this class that calls CUDA selects options.device first (the watchdog
+// included: a thread's first CUDA call otherwise makes a context on device 0). Threading:
 // issuing methods from one thread at a time; Work from any thread.
 #pragma once
 
@@ -27,6 +32,7 @@
 
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
+#include "collectives/nccl/nccl_call_plan.h"
 #include "collectives/nccl/nccl_handles.h"
 #include "common/mutex.h"
 
@@ -44,6 +50,8 @@ struct NcclCommunicatorOptions {
   // generation was published); Create then aborts the half-built NCCL communicator
   // (ncclCommAbort) and returns ABORTED at once. Empty: never cancelled.
   std::function<bool()> cancelled;
+  // Run nccl_call_plan.h's PlanWarmUp before Create returns (within bootstrap_timeout).
+  bool warm_up = true;
 };
 
 // Number of CUDA devices visible; 0 when there is no GPU or no driver.
@@ -95,6 +103,12 @@ class NcclCommunicator final : public Communicator {
   // completion event and hands the Work to the watchdog.
   WorkPtr Enqueue(const std::string& description, const CollectiveOptions& options,
                   const std::function<Status()>& enqueue) RETORT_EXCLUDES(mu_);
+  // Issues `plan`'s copies and NCCL calls on stream_ (inside Enqueue's `enqueue`), with its
+  // scratch from scratch_pool_, allocated and freed in stream order.
+  Status Issue(const NcclCallPlan& plan, const void* input, void* output, DataType dtype,
+               ReduceOp op);
+  // Runs PlanWarmUp and waits for it until `deadline`.
+  Status WarmUp(Deadline deadline);
   void Watchdog() RETORT_EXCLUDES(mu_);
   void Break(const Status& reason) RETORT_REQUIRES(mu_);
 
@@ -102,6 +116,7 @@ class NcclCommunicator final : public Communicator {
   const int size_;
   const uint64_t generation_;
   const NcclCommunicatorOptions options_;
+  CudaMemPool scratch_pool_;  // keeps what it had: padded collectives recur every step
   CudaStream stream_;
   CudaEvent caller_ready_;
   DeviceBuffer barrier_scratch_;

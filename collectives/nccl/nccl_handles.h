@@ -65,6 +65,27 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
+// A CUDA memory pool for stream-ordered allocation (cudaMallocFromPoolAsync / cudaFreeAsync:
+// no device-wide synchronisation, unlike cudaMalloc / cudaFree), destroyed with the owner
+// (its memory is released once the last stream-ordered free has run).
+class CudaMemPool {
+ public:
+  CudaMemPool() = default;
+  explicit CudaMemPool(cudaMemPool_t p) : pool_(p) {}
+  CudaMemPool(CudaMemPool&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)) {}
+  CudaMemPool& operator=(CudaMemPool&& o) noexcept {
+    std::swap(pool_, o.pool_);
+    return *this;
+  }
+  ~CudaMemPool() {
+    if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
+  }
+  cudaMemPool_t get() const { return pool_; }
+
+ private:
+  cudaMemPool_t pool_ = nullptr;
+};
+
 // An NCCL communicator, always released with ncclCommAbort (also at a healthy generation
 // switch): ncclCommDestroy would wait for operations that may never finish, and the graceful
 // ncclCommFinalize is not used.

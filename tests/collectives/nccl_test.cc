@@ -60,6 +60,81 @@ TEST(NcclCommunicatorTest, AllReduceAndReduceScatterV) {
   });
 }
 
+// The coordinator's aligned plans (nearly even counts) take the padded single-call path of
+// nccl_call_plan.h; sparse ones the grouped path. Both against the reference, on the device.
+TEST(NcclCommunicatorTest, PaddedAndGroupedCountsGiveTheReference) {
+  const int world = WorldForThisMachine();
+  if (world < 2)
+    GTEST_SKIP() << "needs two CUDA devices (one rank per device); " << world << " visible";
+  RunThreadRanks(world, NcclFactory(), [](Communicator& comm) {
+    ASSERT_EQ(cudaSetDevice(comm.rank()), cudaSuccess);
+    const int n = comm.size();
+    const int r = comm.rank();
+    std::vector<size_t> padded(n, 4096);
+    padded[n - 1] = 4096 - 40;  // the planner's shorter last range
+    for (const auto& counts : {padded, UnevenCounts(n, 999)}) {
+      const auto offsets = Offsets(counts);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        TypedBuffer input = MakeInput(r, DataType::kFloat32, TotalCount(counts));
+        DeviceCopy din(input.count() * sizeof(float));
+        din.From(input.data());
+        TypedBuffer out(DataType::kFloat32, counts[r]);
+        DeviceCopy dout(std::max<size_t>(out.count(), 1) * sizeof(float));
+        ASSERT_TRUE(WaitFor(comm.ReduceScatterV(
+                                {din.get(), input.count(), DataType::kFloat32, kDevice},
+                                {dout.get(), out.count(), DataType::kFloat32, kDevice}, counts, op))
+                        .ok());
+        if (out.count() > 0) dout.To(out.data());
+        EXPECT_TRUE(MatchesReduction(out, offsets[r], n, op, DataType::kFloat32));
+      }
+      TypedBuffer mine = MakeInput(r, DataType::kFloat32, counts[r], offsets[r]);
+      DeviceCopy dmine(std::max<size_t>(mine.count(), 1) * sizeof(float));
+      if (mine.count() > 0) dmine.From(mine.data());
+      TypedBuffer all(DataType::kFloat32, TotalCount(counts));
+      DeviceCopy dall(all.count() * sizeof(float));
+      ASSERT_TRUE(
+          WaitFor(comm.AllGatherV({dmine.get(), mine.count(), DataType::kFloat32, kDevice},
+                                  {dall.get(), all.count(), DataType::kFloat32, kDevice}, counts))
+              .ok());
+      dall.To(all.data());
+      for (int owner = 0; owner < n; ++owner)
+        for (size_t i = 0; i < counts[owner]; ++i)
+          ASSERT_EQ(all.Get(offsets[owner] + i), InputValue(owner, offsets[owner] + i))
+              << "rank " << r << " element " << offsets[owner] + i;
+    }
+  });
+}
+
+// Create runs the warm-up (one reduce-scatter and all-gather) before it returns, on any world
+// size, one GPU included; without it the first collective connects the peers.
+TEST(NcclCommunicatorTest, CreateWarmsUpAndTheFirstCollectiveFollows) {
+  const int world = WorldForThisMachine();
+  if (world == 0) GTEST_SKIP() << "no CUDA device visible";
+  for (bool warm_up : {true, false}) {
+    CommunicatorFactory factory =
+        [warm_up](BootstrapStore* store, int rank, int size,
+                  uint64_t generation) -> StatusOr<std::unique_ptr<Communicator>> {
+      nccl::NcclCommunicatorOptions options;
+      options.device = rank;
+      options.warm_up = warm_up;
+      RETORT_ASSIGN_OR_RETURN(
+          auto comm, nccl::NcclCommunicator::Create(store, rank, size, generation, options));
+      return std::unique_ptr<Communicator>(std::move(comm));
+    };
+    RunThreadRanks(world, factory, [](Communicator& comm) {
+      ASSERT_EQ(cudaSetDevice(comm.rank()), cudaSuccess);
+      TypedBuffer data = MakeInput(comm.rank(), DataType::kFloat32, 1000);
+      DeviceCopy d(data.count() * sizeof(float));
+      d.From(data.data());
+      ASSERT_TRUE(WaitFor(comm.AllReduce({d.get(), data.count(), DataType::kFloat32, kDevice},
+                                         ReduceOp::kSum))
+                      .ok());
+      d.To(data.data());
+      EXPECT_TRUE(MatchesReduction(data, 0, comm.size(), ReduceOp::kSum, DataType::kFloat32));
+    });
+  }
+}
+
 TEST(NcclCommunicatorTest, HostMemoryIsRefusedNamingIt) {
   if (WorldForThisMachine() == 0) GTEST_SKIP() << "no CUDA device visible";
   RunThreadRanks(1, NcclFactory(), [](Communicator& comm) {

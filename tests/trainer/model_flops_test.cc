@@ -29,6 +29,28 @@ TEST(ModelFlopsTest, TrainingIsThreeStudentForwardsPlusTheTeachersForward) {
                    3 * VitForwardFlops(student) + VitForwardFlops(teacher));
 }
 
+TEST(ModelFlopsTest, ComputedFlopsLeaveOutWhatTheClassTokenOnlyLastBlockSkips) {
+  VitConfig s16 = Preset("vit-s16");
+  ASSERT_TRUE(s16.last_block_class_token_only);
+  const double model = VitForwardFlops(s16), computed = VitForwardFlops(s16, FlopsCount::kComputed);
+  // The last block's query, attention, projection and MLP for 196 of 197 tokens: about 7%.
+  const double skipped = 1 - computed / model;
+  EXPECT_GT(skipped, 0.06);
+  EXPECT_LT(skipped, 0.08);
+  // By hand for ViT-S/16's last block: d = 384, 197 tokens.
+  const double d = 384, n = 197;
+  const double full_block = n * 3 * d * d + 2 * n * n * d + n * d * d + n * 8 * d * d;
+  const double class_block = n * 2 * d * d + d * d + 2 * n * d + d * d + 8 * d * d;
+  EXPECT_NEAR(model - computed, 2 * (full_block - class_block), 1.0);
+  // A model that computes every token of its last block: the two counts agree.
+  s16.last_block_class_token_only = false;
+  EXPECT_DOUBLE_EQ(VitForwardFlops(s16, FlopsCount::kComputed), model);
+  const VitConfig teacher = Preset("vit-b16"), student = Preset("vit-s16");
+  EXPECT_DOUBLE_EQ(KdTrainingFlopsPerSample(student, &teacher, FlopsCount::kComputed),
+                   3 * VitForwardFlops(student, FlopsCount::kComputed) +
+                       VitForwardFlops(teacher, FlopsCount::kComputed));
+}
+
 TEST(ModelFlopsTest, PeakByDeviceNameWithTheMostSpecificNameFirst) {
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H100 80GB HBM3"), 989.4e12);
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H100 PCIe"), 756e12);

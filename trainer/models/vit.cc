@@ -32,8 +32,29 @@ struct AttentionImpl : nn::Module {
   // Multi-head attention from the qkv projection ([b, n, 3d] or [b*n, 3d]) to the heads'
   // concatenated outputs [b, n, d], before the output projection.
   torch::Tensor mix(const torch::Tensor& qkv_out, int64_t b, int64_t n) const {
+    if (uses_sdpa(qkv_out)) {
+      auto parts = head_views(qkv_out, b, n, 3);
+      return sdpa(parts[0], parts[1], parts[2], b, n);
+    }
     auto split = split_heads(qkv_out, b, n, 3);
     return attend(split[0], split[1], split[2], b, n);
+  }
+  bool uses_sdpa(const torch::Tensor& x) const {
+    return kind == VitAttention::kScaledDotProduct || (kind == VitAttention::kAuto && x.is_cuda());
+  }
+  // `parts` projections side by side ([b, n, parts*d] or [b*n, parts*d]) as strided views
+  // [parts, b, heads, n, hd], no copy: scaled_dot_product_attention takes them as they are
+  // (its kernels need only the head dimension contiguous), as timm's attention does.
+  torch::Tensor head_views(const torch::Tensor& projected, int64_t b, int64_t n,
+                           int64_t parts) const {
+    return projected.reshape({b, n, parts, heads, head_dim}).permute({2, 0, 3, 1, 4});
+  }
+  // at::scaled_dot_product_attention of q [b, heads, m, hd] over k, v [b, heads, n, hd] (any
+  // strides with a contiguous head dimension); the heads' outputs concatenated, [b, m, d].
+  torch::Tensor sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     int64_t b, int64_t m) const {
+    return at::scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(
+        {b, m, heads * head_dim});
   }
   // `parts` projections side by side ([b, n, parts*d] or [b*n, parts*d]) as
   // [parts, b*heads, n, hd]: [b, n, parts, heads, hd] -> [parts, b, heads, n, hd] in one layout
@@ -46,20 +67,10 @@ struct AttentionImpl : nn::Module {
         .contiguous()
         .view({parts, b * heads, n, head_dim});
   }
-  // Scaled dot-product attention of queries q [b*heads, m, hd] over k, v [b*heads, n, hd];
-  // returns the heads' outputs concatenated, [b, m, d].
+  // Attention by batched matmuls of queries q [b*heads, m, hd] over k, v [b*heads, n, hd]
+  // (split_heads' layout); returns the heads' outputs concatenated, [b, m, d].
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        int64_t b, int64_t m) const {
-    const bool sdpa =
-        kind == VitAttention::kScaledDotProduct || (kind == VitAttention::kAuto && q.is_cuda());
-    if (sdpa) {
-      const int64_t n = k.size(1);
-      return at::scaled_dot_product_attention(q.view({b, heads, m, head_dim}),
-                                              k.view({b, heads, n, head_dim}),
-                                              v.view({b, heads, n, head_dim}))
-          .transpose(1, 2)
-          .reshape({b, m, heads * head_dim});
-    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     auto weights = torch::bmm(q * scale, k.transpose(1, 2)).softmax(-1);
     return torch::bmm(weights, v)
@@ -118,12 +129,18 @@ struct BlockImpl : nn::Module {
     auto h = norm1(x);
     const auto& w = attn->qkv->weight;
     const auto& bias = attn->qkv->bias;
-    // [b, 1, d] -> [b*heads, 1, hd]
-    auto q = torch::linear(h.narrow(1, 0, 1), w.narrow(0, 0, d), bias.narrow(0, 0, d))
-                 .view({b * heads, 1, head_dim});
-    auto kv = attn->split_heads(torch::linear(h, w.narrow(0, d, 2 * d), bias.narrow(0, d, 2 * d)),
-                                b, n, 2);
-    auto y = x.narrow(1, 0, 1) + attn->proj(attn->attend(q, kv[0], kv[1], b, 1));
+    auto q = torch::linear(h.narrow(1, 0, 1), w.narrow(0, 0, d), bias.narrow(0, 0, d));
+    auto kv_out = torch::linear(h, w.narrow(0, d, 2 * d), bias.narrow(0, d, 2 * d));
+    torch::Tensor mixed;
+    if (attn->uses_sdpa(x)) {
+      // Strided views, no copies: q [b, heads, 1, hd], k and v [b, heads, n, hd].
+      auto kv = attn->head_views(kv_out, b, n, 2);
+      mixed = attn->sdpa(q.view({b, 1, heads, head_dim}).transpose(1, 2), kv[0], kv[1], b, 1);
+    } else {
+      auto kv = attn->split_heads(kv_out, b, n, 2);
+      mixed = attn->attend(q.view({b * heads, 1, head_dim}), kv[0], kv[1], b, 1);
+    }
+    auto y = x.narrow(1, 0, 1) + attn->proj(mixed);
     return y + mlp(norm2(y));
   }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};

@@ -6,8 +6,15 @@
 // with one nvjpegDecodeBatched call on a second handle: the hardware JPEG decoder where the GPU
 // has one (NVJPEG_BACKEND_HARDWARE, e.g. A100, H100), else GPU-assisted Huffman decoding
 // (NVJPEG_BACKEND_GPU_HYBRID), else the default backend; then one resample per image and one
-// stream synchronisation. Grow-only device buffers: steady-state decoding allocates nothing.
-// One per decode thread, used by that thread only.
+// stream synchronisation. Device memory, nvJPEG's own included (nvjpegCreateExV2 with a
+// stream-ordered allocator), comes from LibTorch's CUDA caching allocator on this decoder's
+// stream: no cudaMalloc / cudaFree in steady state (cudaFree synchronises the whole device, the
+// training step and NCCL included), and what a call needs (one image, or one block for the
+// whole batch sized by its images, the taps, the scratch) is taken for the call and given back
+// at its end, so memory is shared with training instead of held per batch position at the
+// largest image ever seen. One per decode thread, used by that thread only.
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
@@ -49,27 +56,28 @@ constexpr unsigned kNvjpegFlags =
     if (cuda_error_ != cudaSuccess) return CudaFailed(cuda_error_, what); \
   } while (0)
 
-// A grow-only device allocation.
-class DeviceBytes {
+// Device memory from LibTorch's caching allocator, for use on one stream (a block given back is
+// reused by later allocations on that stream only, so stream order keeps it safe without a
+// synchronisation). Call-scoped: taken by Allocate, given back by the destructor or Reset.
+class CachedDeviceBytes {
  public:
-  DeviceBytes() = default;
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  ~DeviceBytes() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  // Grows by half again what is asked, in whole MiB: cudaMalloc and cudaFree synchronise the
-  // whole device (the training step too), so images of slowly growing sizes must not each cost
-  // a reallocation.
-  Status Reserve(size_t bytes) {
-    if (bytes <= size_) return Status::Ok();
-    constexpr size_t kMiB = size_t{1} << 20;
-    const size_t grown = ((bytes + bytes / 2 + kMiB - 1) / kMiB) * kMiB;
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  CachedDeviceBytes() = default;
+  CachedDeviceBytes(const CachedDeviceBytes&) = delete;
+  CachedDeviceBytes& operator=(const CachedDeviceBytes&) = delete;
+  ~CachedDeviceBytes() { Reset(); }
+  void Reset() {
+    if (ptr_ != nullptr) c10::cuda::CUDACachingAllocator::raw_delete(ptr_);
     ptr_ = nullptr;
-    size_ = 0;
-    RETURN_IF_CUDA(cudaMalloc(&ptr_, grown), "allocating " + std::to_string(grown) + " bytes");
-    size_ = grown;
+  }
+  Status Allocate(size_t bytes, cudaStream_t stream) {
+    Reset();
+    try {
+      ptr_ = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(std::max<size_t>(bytes, 1),
+                                                                    stream);
+    } catch (const std::exception& e) {
+      return ResourceExhaustedError("nvjpeg decoder: allocating " + std::to_string(bytes) +
+                                    " bytes: " + e.what());
+    }
     return Status::Ok();
   }
   template <typename T>
@@ -79,8 +87,31 @@ class DeviceBytes {
 
  private:
   void* ptr_ = nullptr;
-  size_t size_ = 0;
 };
+
+// nvJPEG's device allocations (its decode state's buffers) through the caching allocator, in the
+// stream order nvJPEG states. Returns 0 on success, as nvJPEG expects.
+int NvjpegDeviceMalloc(void*, void** ptr, size_t size, cudaStream_t stream) {
+  try {
+    *ptr =
+        size == 0 ? nullptr : c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+int NvjpegDeviceFree(void*, void* ptr, size_t, cudaStream_t) {
+  try {
+    if (ptr != nullptr) c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+nvjpegDevAllocatorV2_t kNvjpegDeviceAllocator{&NvjpegDeviceMalloc, &NvjpegDeviceFree, nullptr};
+
+// 256-byte alignment of each image in a batch's block (as cudaMalloc's).
+size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 class NvjpegDecoder final : public DeviceDecoder {
  public:
@@ -96,8 +127,16 @@ class NvjpegDecoder final : public DeviceDecoder {
     RETURN_IF_CUDA(cudaSetDevice(device_), "selecting device " + std::to_string(device_));
     RETURN_IF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                    "creating its stream");
-    if (nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, kNvjpegFlags, &handle_) !=
-            NVJPEG_STATUS_SUCCESS ||
+    // LibTorch initialises its CUDA caching allocator lazily, at the first CUDA tensor: make
+    // sure that happened before nvJPEG or this decoder allocates through it.
+    try {
+      (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device_));
+    } catch (const std::exception& e) {
+      return FailedPreconditionError("nvjpeg decoder: LibTorch's CUDA on device " +
+                                     std::to_string(device_) + ": " + e.what());
+    }
+    if (nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &kNvjpegDeviceAllocator, nullptr, kNvjpegFlags,
+                         &handle_) != NVJPEG_STATUS_SUCCESS ||
         nvjpegJpegStateCreate(handle_, &state_) != NVJPEG_STATUS_SUCCESS) {
       return InternalError("nvjpeg decoder: creating the nvJPEG handle on device " +
                            std::to_string(device_) + " failed");
@@ -140,23 +179,25 @@ class NvjpegDecoder final : public DeviceDecoder {
                                 "-component JPEG left to the CPU decoder");
     const int width = widths[0], height = heights[0];
     if (width <= 0 || height <= 0) return DataLossError("nvjpeg: empty image");
-    RETORT_RETURN_IF_ERROR(image_.Reserve(static_cast<size_t>(width) * height * 3));
-    nvjpegImage_t image{};
-    image.channel[0] = image_.as<unsigned char>();
-    image.pitch[0] = static_cast<size_t>(width) * 3;
-    if (nvjpegDecode(handle_, state_, bytes, size, NVJPEG_OUTPUT_RGBI, &image, stream_) !=
+    CachedDeviceBytes image;  // given back after the stream synchronisation below
+    RETORT_RETURN_IF_ERROR(image.Allocate(static_cast<size_t>(width) * height * 3, stream_));
+    nvjpegImage_t decoded{};
+    decoded.channel[0] = image.as<unsigned char>();
+    decoded.pitch[0] = static_cast<size_t>(width) * 3;
+    if (nvjpegDecode(handle_, state_, bytes, size, NVJPEG_OUTPUT_RGBI, &decoded, stream_) !=
         NVJPEG_STATUS_SUCCESS) {
       return DataLossError("nvjpeg: decoding failed");
     }
 
     host_taps_.clear();
     plans_.clear();
-    plans_.push_back(
-        ResampleOf(image_.as<uint8_t>(), width, height, geometry, out_size, norm, out));
+    plans_.push_back(ResampleOf(image.as<uint8_t>(), width, height, geometry, out_size, norm, out));
     RETORT_RETURN_IF_ERROR(LaunchResamples());
     // host_taps_ must outlive the asynchronous copy: wait before the next call reuses it.
     RETURN_IF_CUDA(cudaStreamSynchronize(stream_),
                    "decoding a JPEG on device " + std::to_string(device_));
+    taps_.Reset();
+    scratch_.Reset();
     return Status::Ok();
   }
 
@@ -189,6 +230,7 @@ class NvjpegDecoder final : public DeviceDecoder {
     const size_t m = batched_.size();
     // One JPEG is not worth re-initialising the batched decoder for a new batch size.
     if (m < 2 || !DecodeBatched(requests)) {
+      batch_block_.Reset();
       for (size_t i : batched_) one_by_one(i);
       return;
     }
@@ -196,8 +238,9 @@ class NvjpegDecoder final : public DeviceDecoder {
     plans_.clear();
     for (size_t k = 0; k < m; ++k) {
       const JpegDecodeRequest& r = requests[batched_[k]];
-      plans_.push_back(ResampleOf(batch_images_[k]->as<uint8_t>(), batch_sizes_[k].first,
-                                  batch_sizes_[k].second, r.geometry, r.out_size, r.norm, r.out));
+      plans_.push_back(ResampleOf(batch_block_.as<uint8_t>() + batch_offsets_[k],
+                                  batch_sizes_[k].first, batch_sizes_[k].second, r.geometry,
+                                  r.out_size, r.norm, r.out));
     }
     Status done = LaunchResamples();
     // host_taps_ must outlive the asynchronous copy, and the batch's outputs are finished on
@@ -207,6 +250,9 @@ class NvjpegDecoder final : public DeviceDecoder {
       done = CudaFailed(synced, "decoding a batch of " + std::to_string(m) + " JPEGs on device " +
                                     std::to_string(device_));
     }
+    batch_block_.Reset();
+    taps_.Reset();
+    scratch_.Reset();
     for (size_t i : batched_) (*results)[i] = done;
   }
 
@@ -263,8 +309,8 @@ class NvjpegDecoder final : public DeviceDecoder {
   Status LaunchResamples() {
     size_t scratch_floats = 0;
     for (const Resample& r : plans_) scratch_floats = std::max(scratch_floats, r.scratch_floats);
-    RETORT_RETURN_IF_ERROR(taps_.Reserve(host_taps_.size()));
-    RETORT_RETURN_IF_ERROR(scratch_.Reserve(scratch_floats * sizeof(float)));
+    RETORT_RETURN_IF_ERROR(taps_.Allocate(host_taps_.size(), stream_));
+    RETORT_RETURN_IF_ERROR(scratch_.Allocate(scratch_floats * sizeof(float), stream_));
     RETURN_IF_CUDA(cudaMemcpyAsync(taps_.as<char>(), host_taps_.data(), host_taps_.size(),
                                    cudaMemcpyHostToDevice, stream_),
                    "uploading the resampling taps");
@@ -287,7 +333,7 @@ class NvjpegDecoder final : public DeviceDecoder {
   // that nvjpegDecodeBatchedSupported needs) on `backend`; false, holding nothing, if any fails.
   bool CreateBatchHandle(nvjpegBackend_t backend) {
     const bool made =
-        nvjpegCreateEx(backend, nullptr, nullptr, kNvjpegFlags, &batch_handle_) ==
+        nvjpegCreateExV2(backend, &kNvjpegDeviceAllocator, nullptr, kNvjpegFlags, &batch_handle_) ==
             NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(batch_handle_, &batch_state_) == NVJPEG_STATUS_SUCCESS &&
         (backend != NVJPEG_BACKEND_HARDWARE ||
@@ -342,19 +388,22 @@ class NvjpegDecoder final : public DeviceDecoder {
   // bitstream among them, an allocation failure): the caller decodes them one by one.
   bool DecodeBatched(const std::vector<JpegDecodeRequest>& requests) {
     const size_t m = batched_.size();
-    while (batch_images_.size() < m) batch_images_.push_back(std::make_unique<DeviceBytes>());
     batch_data_.assign(m, nullptr);
     batch_lengths_.assign(m, 0);
     batch_outputs_.assign(m, nvjpegImage_t{});
+    batch_offsets_.assign(m, 0);
+    size_t block = 0;  // one block for the batch's images, each at an aligned offset
+    for (size_t k = 0; k < m; ++k) {
+      batch_offsets_[k] = block;
+      block += Aligned(static_cast<size_t>(batch_sizes_[k].first) * 3 * batch_sizes_[k].second);
+    }
+    if (!batch_block_.Allocate(block, stream_).ok()) return false;
     for (size_t k = 0; k < m; ++k) {
       const JpegDecodeRequest& r = requests[batched_[k]];
-      const size_t pitch = static_cast<size_t>(batch_sizes_[k].first) * 3;
-      if (!batch_images_[k]->Reserve(pitch * static_cast<size_t>(batch_sizes_[k].second)).ok())
-        return false;
       batch_data_[k] = r.bytes;
       batch_lengths_[k] = r.size;
-      batch_outputs_[k].channel[0] = batch_images_[k]->as<unsigned char>();
-      batch_outputs_[k].pitch[0] = pitch;
+      batch_outputs_[k].channel[0] = batch_block_.as<unsigned char>() + batch_offsets_[k];
+      batch_outputs_[k].pitch[0] = static_cast<size_t>(batch_sizes_[k].first) * 3;
     }
     // nvjpegDecodeBatched needs the batch size it was initialised with; initialising again also
     // resets the state after a failed batch.
@@ -379,7 +428,8 @@ class NvjpegDecoder final : public DeviceDecoder {
   cudaStream_t stream_ = nullptr;
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t state_ = nullptr;
-  DeviceBytes image_, taps_, scratch_;
+  // The taps and resampling scratch of the call in progress (LaunchResamples).
+  CachedDeviceBytes taps_, scratch_;
   std::vector<char> host_taps_;
   std::vector<Resample> plans_;
   // The batched decoder (DecodeJpegBatch); batch_handle_ null when no backend could be made.
@@ -389,13 +439,15 @@ class NvjpegDecoder final : public DeviceDecoder {
   bool batch_hardware_ = false;
   size_t batch_initialized_size_ = 0;  // 0: initialise before the next batch
   // Per-call scratch of DecodeJpegBatch, kept to avoid allocating: the requests it batches, their
-  // full sizes, nvjpegDecodeBatched's arguments, and one grow-only device image per position.
+  // full sizes, nvjpegDecodeBatched's arguments, and the images' offsets in batch_block_ (the
+  // call's decoded images, given back at its end).
   std::vector<size_t> batched_;
   std::vector<std::pair<int, int>> batch_sizes_;
   std::vector<const unsigned char*> batch_data_;
   std::vector<size_t> batch_lengths_;
   std::vector<nvjpegImage_t> batch_outputs_;
-  std::vector<std::unique_ptr<DeviceBytes>> batch_images_;
+  std::vector<size_t> batch_offsets_;
+  CachedDeviceBytes batch_block_;
 };
 
 }  // namespace
