@@ -30,6 +30,15 @@ Status Work::Wait(Deadline deadline) {
   return status_;
 }
 
+Status Work::StreamWait(DeviceEvents& consumer, Deadline deadline, bool* host_waited) {
+  if (done_event_ != nullptr && !IsCompleted()) {
+    if (host_waited) *host_waited = false;
+    return consumer.StreamWait(*done_event_).WithContext(description_ + ": stream wait");
+  }
+  if (host_waited) *host_waited = true;
+  return Wait(deadline);
+}
+
 bool Work::IsCompleted() const {
   MutexLock lock(mu_);
   return done_;
