@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "tests/trainer/kd_step_cluster.h"
+#include "trainer/grad_reducer.h"
 
 namespace retort::trainer {
 namespace {
