@@ -125,8 +125,10 @@ WorkPtr Communicator::AllGather(ConstBuffer input, MutableBuffer output,
 }
 
 Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,
-                         const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
+                         const std::function<WorkPtr(const CollectiveOptions&)>& issue,
+                         const ReadyEventPtr& ready) {
   CollectiveOptions sub;
+  sub.ready = ready;
   sub.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(parent.deadline().Remaining());
   WorkPtr work = issue(sub);

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/ready_event.h"
 #include "collectives/types.h"
 #include "collectives/work.h"
 
@@ -43,6 +44,13 @@ struct CollectiveOptions {
   // How long the operation may take from the moment it is issued; unset: the communicator's
   // default_timeout().
   std::optional<std::chrono::milliseconds> timeout;
+  // Device buffers: the point on the producer's stream after which the operation's buffers are
+  // ready (ready_event.h), recorded when the producer issued the operation and owned jointly
+  // by everyone who holds the options. A device backend orders the operation after it instead
+  // of after its caller's stream as that stream is when the operation runs; compositions pass
+  // it to every sub-operation and copy that touches the caller's buffers. Null: the backend
+  // orders after its caller's stream at the moment it enqueues (the behaviour without events).
+  ReadyEventPtr ready;
 };
 
 class Communicator {
@@ -125,9 +133,11 @@ class Communicator {
 };
 
 // For compositions (hierarchical, staged): issues a sub-operation with the time `parent` has
-// left, waits for it, and aborts it once `parent` is aborted or `broken` (the composition's
-// executor broke) is set. The sub-operation's final status.
+// left and the parent's ready event (`ready`, may be null), waits for it, and aborts it once
+// `parent` is aborted or `broken` (the composition's executor broke) is set. The
+// sub-operation's final status.
 Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,
-                         const std::function<WorkPtr(const CollectiveOptions&)>& issue);
+                         const std::function<WorkPtr(const CollectiveOptions&)>& issue,
+                         const ReadyEventPtr& ready = nullptr);
 
 }  // namespace retort::collectives

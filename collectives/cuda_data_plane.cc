@@ -2,6 +2,7 @@
 
 #if RETORT_COLLECTIVES_HAVE_NCCL
 #include "collectives/nccl/cuda_copier.h"
+#include "collectives/nccl/cuda_events.h"
 #include "collectives/nccl/nccl_communicator.h"
 #endif
 
@@ -31,9 +32,14 @@ StatusOr<std::unique_ptr<DeviceCopier>> CreateCudaCopier(int device) {
 }
 
 StatusOr<std::unique_ptr<DeviceScratch>> CreateCudaScratch(int device) {
+  RETORT_ASSIGN_OR_RETURN(auto scratch, nccl::CudaScratch::Create(device));
+  return std::unique_ptr<DeviceScratch>(std::move(scratch));
+}
+
+StatusOr<std::unique_ptr<DeviceEvents>> CreateCudaStreamEvents(int device) {
   if (nccl::CudaDeviceCount() == 0)
-    return FailedPreconditionError("cuda scratch: no CUDA device visible");
-  return std::unique_ptr<DeviceScratch>(std::make_unique<nccl::CudaScratch>(device));
+    return FailedPreconditionError("cuda stream events: no CUDA device visible");
+  return std::unique_ptr<DeviceEvents>(std::make_unique<nccl::CudaStreamEvents>(device, nullptr));
 }
 
 #else
@@ -56,6 +62,10 @@ StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(BootstrapStore*, 
 StatusOr<std::unique_ptr<DeviceCopier>> CreateCudaCopier(int) { return NoCuda("cuda copier"); }
 
 StatusOr<std::unique_ptr<DeviceScratch>> CreateCudaScratch(int) { return NoCuda("cuda scratch"); }
+
+StatusOr<std::unique_ptr<DeviceEvents>> CreateCudaStreamEvents(int) {
+  return NoCuda("cuda stream events");
+}
 
 #endif
 

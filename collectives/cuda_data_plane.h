@@ -11,6 +11,7 @@
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/device_copier.h"
+#include "collectives/ready_event.h"
 
 namespace retort::collectives {
 
@@ -33,5 +34,8 @@ StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
 StatusOr<std::unique_ptr<DeviceCopier>> CreateCudaCopier(int device);
 // Device scratch memory of `device` (nccl/cuda_copier.h).
 StatusOr<std::unique_ptr<DeviceScratch>> CreateCudaScratch(int device);
+// Ready events on, and device-side waits into, the legacy default stream of `device` (the
+// trainer's stream: LibTorch's default current stream), nccl/cuda_events.h.
+StatusOr<std::unique_ptr<DeviceEvents>> CreateCudaStreamEvents(int device);
 
 }  // namespace retort::collectives

@@ -8,6 +8,9 @@
 // queue, like one CUDA stream). Mark() names the point after every copy issued so far;
 // Wait(mark) returns once those copies finished. Issuing and waiting happen on one thread
 // (the adapter's executor); the implementation may run copies on others.
+// Ordering with the caller: OrderAfter(ready) makes the copies issued from then on wait
+// (device-side) for the caller's ready event (ready_event.h), recorded when the caller issued
+// the operation; without one, for the caller's stream as it is at that moment.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +18,7 @@
 #include <functional>
 #include <memory>
 
+#include "collectives/ready_event.h"
 #include "collectives/types.h"
 #include "common/deadline.h"
 #include "common/status.h"
@@ -31,9 +35,11 @@ class DeviceCopier {
   virtual MemoryKind staging_kind() const = 0;
   // `bytes` of staging memory (pinned for CUDA), released when the last owner drops it.
   virtual StatusOr<std::shared_ptr<char>> AllocateStaging(size_t bytes) = 0;
-  // Orders the copies issued from now on after the device work the caller enqueued so far
-  // (CUDA: an event recorded on the caller's stream). Once per operation, before its first copy.
-  virtual Status OrderAfterCaller() = 0;
+  // Orders the copies issued from now on after `ready` (the operation's
+  // CollectiveOptions::ready; not owned, used before this returns), or, when it is null, after
+  // the device work the caller enqueued so far (CUDA: an event recorded on the caller's stream
+  // now). Once per operation, before its first copy. Never waits on the host.
+  virtual Status OrderAfter(const ReadyEvent* ready) = 0;
   // Enqueue a copy; `host` is staging memory from AllocateStaging.
   virtual Status CopyToHost(void* host, const void* device, size_t bytes) = 0;
   virtual Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
@@ -47,15 +53,24 @@ class DeviceCopier {
 // Device memory for compositions that keep intermediate results on the device (the
 // hierarchical communicator's buffer between its levels and its packing), and copies within
 // it. Used from one thread at a time (the composition's executor).
+// Copies are stream-ordered: a batch of copies (the segments of one packing) is
+// OrderAfter(ready), CopyAsync() x n, then one Wait() (CUDA: one stream of the scratch's own,
+// never the legacy default stream, whose synchronisation would also wait for the caller's later
+// kernels; the wait polls one event, so deadlines and aborts end it).
 class DeviceScratch {
  public:
   virtual ~DeviceScratch() = default;
   virtual MemoryKind kind() const = 0;
   // `bytes` of device memory, released when the last owner drops it.
   virtual StatusOr<std::shared_ptr<char>> Allocate(size_t bytes) = 0;
-  // Copies `bytes` within device memory, ordered after the device work enqueued so far and
-  // finished when it returns.
-  virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  // Orders the copies issued from now on after `ready` (not owned), or, when null, after the
+  // device work the caller enqueued so far. Never waits on the host.
+  virtual Status OrderAfter(const ReadyEvent* ready) = 0;
+  // Enqueues a copy of `bytes` within device memory, after the copies issued before.
+  virtual Status CopyAsync(void* dst, const void* src, size_t bytes) = 0;
+  // OK once every copy issued so far finished; DEADLINE_EXCEEDED at `deadline`, ABORTED once
+  // `cancelled` (may be empty) returns true, an error naming a failed copy.
+  virtual Status Wait(Deadline deadline, const std::function<bool()>& cancelled) = 0;
 };
 
 }  // namespace retort::collectives

@@ -118,12 +118,18 @@ std::string HierarchicalCommunicator::name() const {
 WorkPtr HierarchicalCommunicator::Submit(std::string description, const CollectiveOptions& options,
                                          Step step) {
   const auto timeout = options.timeout.value_or(default_timeout_);
-  return executor_->Submit(std::move(description), Deadline::After(timeout), std::move(step));
+  return executor_->Submit(std::move(description), Deadline::After(timeout),
+                           [this, ready = options.ready, step = std::move(step)](Work& work) {
+                             running_ready_ = ready;
+                             Status status = step(work);
+                             running_ready_ = nullptr;
+                             return status;
+                           });
 }
 
 Status HierarchicalCommunicator::Await(
     Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  return AwaitSubOperation(parent, *broken_, issue);
+  return AwaitSubOperation(parent, *broken_, issue, running_ready_);
 }
 
 StatusOr<char*> HierarchicalCommunicator::Scratch(int which, size_t bytes, MemoryKind memory) {
@@ -153,8 +159,13 @@ bool HierarchicalCommunicator::PackIsIdentity(const std::vector<size_t>& counts)
   return std::is_sorted(order.begin(), order.end());
 }
 
-Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vector<size_t>& counts,
-                                      size_t elem, bool unpack, MemoryKind memory) const {
+Status HierarchicalCommunicator::Pack(Work& work, const char* src, char* dst,
+                                      const std::vector<size_t>& counts, size_t elem, bool unpack,
+                                      MemoryKind memory) const {
+  const bool device = !IsHostMemory(memory);
+  // Device memory: the copies are ordered after the operation's ready event (the caller's
+  // buffer) on the scratch's stream, and waited for once, after the last segment.
+  if (device) RETORT_RETURN_IF_ERROR(device_scratch_->OrderAfter(running_ready_.get()));
   const std::vector<size_t> offsets = Offsets(counts);
   size_t packed = 0;
   for (int l = 0; l < local_size_; ++l) {
@@ -164,15 +175,17 @@ Status HierarchicalCommunicator::Pack(const char* src, char* dst, const std::vec
       if (bytes == 0) continue;
       char* to = unpack ? dst + offsets[r] * elem : dst + packed;
       const char* from = unpack ? src + packed : src + offsets[r] * elem;
-      if (IsHostMemory(memory)) {
-        std::memcpy(to, from, bytes);
+      if (device) {
+        RETORT_RETURN_IF_ERROR(device_scratch_->CopyAsync(to, from, bytes));
       } else {
-        RETORT_RETURN_IF_ERROR(device_scratch_->Copy(to, from, bytes));
+        std::memcpy(to, from, bytes);
       }
       packed += bytes;
     }
   }
-  return Status::Ok();
+  if (!device) return Status::Ok();
+  return device_scratch_->Wait(work.deadline(),
+                               [&] { return work.abort_requested() || broken_->load(); });
 }
 
 std::vector<HierarchicalCommunicator::NodeSlice> HierarchicalCommunicator::NodeSlicesToRun(
@@ -243,8 +256,8 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
     ConstBuffer intra_in = input;
     if (!identity) {
       RETORT_ASSIGN_OR_RETURN(char* packed, Scratch(0, input.bytes(), input.memory));
-      RETORT_RETURN_IF_ERROR(
-          Pack(static_cast<const char*>(input.data), packed, counts, elem, false, input.memory));
+      RETORT_RETURN_IF_ERROR(Pack(work, static_cast<const char*>(input.data), packed, counts, elem,
+                                  false, input.memory));
       intra_in.data = packed;
     }
     RETORT_ASSIGN_OR_RETURN(char* between,
@@ -303,7 +316,7 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
       return intra_->AllGatherV(inter_out.AsConst(), intra_out, intra_counts, o);
     }));
     if (identity) return Status::Ok();
-    return Pack(packed, static_cast<char*>(output.data), counts, elem, true, output.memory);
+    return Pack(work, packed, static_cast<char*>(output.data), counts, elem, true, output.memory);
   });
 }
 

@@ -14,6 +14,12 @@
 // smaller slices pack through a scratch buffer (one copy of the input before a
 // reduce-scatter, of the output after an all-gather).
 //
+// Device buffers: every sub-operation gets the operation's ready event
+// (CollectiveOptions::ready), and the packing copies are ordered after it on the scratch's
+// stream (DeviceScratch), so a composite operation issued during backward waits for the
+// gradients it reads, not for the backward kernels queued after it. Its Work completes on the
+// host (no done event): Work::StreamWait on it waits on the host.
+//
 // Threading: composite operations run on this communicator's executor thread, which is the
 // only caller of the three sub-communicators once created (they are owned).
 #pragma once
@@ -88,9 +94,11 @@ class HierarchicalCommunicator final : public Communicator {
   // composite work is aborted.
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
   // Global rank order -> (local index major, node minor) packed order, for segments `counts`.
-  // Copies segment by segment (memcpy, or DeviceScratch::Copy for device memory).
-  Status Pack(const char* src, char* dst, const std::vector<size_t>& counts, size_t elem,
-              bool unpack, MemoryKind memory) const;
+  // Copies segment by segment: memcpy, or for device memory stream-ordered DeviceScratch
+  // copies after the running operation's ready event, then one wait (bounded by `work`'s
+  // deadline, ended by its abort).
+  Status Pack(Work& work, const char* src, char* dst, const std::vector<size_t>& counts,
+              size_t elem, bool unpack, MemoryKind memory) const;
   bool PackIsIdentity(const std::vector<size_t>& counts) const;
   // A node's slice of a buffer segmented by global rank `counts`: its ranks' counts by local
   // index, their sum, where the slice starts in the buffer and where this rank's part of it
@@ -142,6 +150,11 @@ class HierarchicalCommunicator final : public Communicator {
   // The executor's abort flag: what the executor thread reads, never executor_ itself (the
   // destructor resets executor_ while that thread still runs).
   const std::atomic<bool>* broken_ = nullptr;
+  // The ready event of the operation the executor is running (Submit sets it around the step):
+  // every sub-operation and device copy of it is ordered after this event, recorded when the
+  // caller issued the operation, never after the caller's stream as it is when the executor
+  // gets to it. Executor thread only.
+  ReadyEventPtr running_ready_;
   std::unique_ptr<OpExecutor> executor_;  // last: stops first
 };
 

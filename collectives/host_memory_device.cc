@@ -30,7 +30,7 @@ StatusOr<std::shared_ptr<char>> HostMemoryScratch::Allocate(size_t bytes) {
   return HostBytes(bytes);
 }
 
-Status HostMemoryScratch::Copy(void* dst, const void* src, size_t bytes) {
+Status HostMemoryScratch::CopyAsync(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
   return Status::Ok();
 }

@@ -17,7 +17,7 @@ class HostMemoryCopier final : public DeviceCopier {
   MemoryKind device_kind() const override { return MemoryKind::kCudaDevice; }
   MemoryKind staging_kind() const override { return MemoryKind::kHost; }
   StatusOr<std::shared_ptr<char>> AllocateStaging(size_t bytes) override;
-  Status OrderAfterCaller() override { return Status::Ok(); }
+  Status OrderAfter(const ReadyEvent*) override { return Status::Ok(); }
   Status CopyToHost(void* host, const void* device, size_t bytes) override;
   Status CopyToDevice(void* device, const void* host, size_t bytes) override;
   StatusOr<Mark> MarkIssued() override { return ++issued_; }
@@ -31,7 +31,9 @@ class HostMemoryScratch final : public DeviceScratch {
  public:
   MemoryKind kind() const override { return MemoryKind::kCudaDevice; }
   StatusOr<std::shared_ptr<char>> Allocate(size_t bytes) override;
-  Status Copy(void* dst, const void* src, size_t bytes) override;
+  Status OrderAfter(const ReadyEvent*) override { return Status::Ok(); }
+  Status CopyAsync(void* dst, const void* src, size_t bytes) override;  // done when it returns
+  Status Wait(Deadline, const std::function<bool()>&) override { return Status::Ok(); }
 };
 
 }  // namespace retort::collectives

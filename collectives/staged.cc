@@ -77,7 +77,13 @@ Status StagedCommunicator::SameKind(MemoryKind a, MemoryKind b, const char* op) 
 WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOptions& options,
                                    std::function<Status(Work&)> step) {
   const auto timeout = options.timeout.value_or(default_timeout());
-  return executor_->Submit(std::move(description), Deadline::After(timeout), std::move(step));
+  return executor_->Submit(std::move(description), Deadline::After(timeout),
+                           [this, ready = options.ready, step = std::move(step)](Work& work) {
+                             running_ready_ = ready;
+                             Status status = step(work);
+                             running_ready_ = nullptr;
+                             return status;
+                           });
 }
 
 WorkPtr StagedCommunicator::Passthrough(std::string description, const CollectiveOptions& options,
@@ -88,7 +94,7 @@ WorkPtr StagedCommunicator::Passthrough(std::string description, const Collectiv
 
 Status StagedCommunicator::Await(Work& parent,
                                  const std::function<WorkPtr(const CollectiveOptions&)>& issue) {
-  return AwaitSubOperation(parent, *broken_, issue);
+  return AwaitSubOperation(parent, *broken_, issue, running_ready_);
 }
 
 Status StagedCommunicator::EnsureSlot(int slot, size_t in_bytes, size_t out_bytes) {
@@ -125,7 +131,7 @@ Status StagedCommunicator::RunChunks(Work& work, std::vector<Chunk>& chunks) {
     return copier_->MarkIssued();
   };
   auto run = [&]() -> Status {
-    RETORT_RETURN_IF_ERROR(copier_->OrderAfterCaller());
+    RETORT_RETURN_IF_ERROR(copier_->OrderAfter(running_ready_.get()));
     std::vector<DeviceCopier::Mark> staged_in(chunks.size());
     RETORT_ASSIGN_OR_RETURN(staged_in[0], issue_to_host(0));
     for (size_t k = 0; k < chunks.size(); ++k) {
@@ -323,7 +329,7 @@ WorkPtr StagedCommunicator::DoSend(ConstBuffer data, int peer, uint32_t tag,
   if (data.memory != copier_->device_kind()) return inner_->Send(data, peer, tag, options);
   return SubmitPointToPoint("send (staged)", options, [=, this](InFlight& f) -> Status {
     RETORT_ASSIGN_OR_RETURN(f.staging, copier_->AllocateStaging(std::max<size_t>(data.bytes(), 1)));
-    RETORT_RETURN_IF_ERROR(copier_->OrderAfterCaller());
+    RETORT_RETURN_IF_ERROR(copier_->OrderAfter(options.ready.get()));
     if (data.count > 0)
       RETORT_RETURN_IF_ERROR(copier_->CopyToHost(f.staging.get(), data.data, data.bytes()));
     RETORT_ASSIGN_OR_RETURN(DeviceCopier::Mark staged, copier_->MarkIssued());
@@ -341,6 +347,7 @@ WorkPtr StagedCommunicator::DoRecv(MutableBuffer data, int peer, uint32_t tag,
   return SubmitPointToPoint("recv (staged)", options, [=, this](InFlight& f) -> Status {
     RETORT_ASSIGN_OR_RETURN(f.staging, copier_->AllocateStaging(std::max<size_t>(data.bytes(), 1)));
     f.land_in = static_cast<char*>(data.data);
+    f.ready = options.ready;
     f.land_bytes = data.bytes();
     f.inner = inner_->Recv({f.staging.get(), data.count, data.dtype, copier_->staging_kind()}, peer,
                            tag, RemainingOf(*f.work));
@@ -381,7 +388,7 @@ bool StagedCommunicator::PollInFlight() {
     }
     if (status.ok() && f.land_in != nullptr && f.land_bytes > 0) {
       // After what the caller queued on that buffer before the receive: it may still read it.
-      status = copier_->OrderAfterCaller();
+      status = copier_->OrderAfter(f.ready.get());
       if (status.ok()) status = copier_->CopyToDevice(f.land_in, f.staging.get(), f.land_bytes);
       if (status.ok()) {
         auto mark = copier_->MarkIssued();

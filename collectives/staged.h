@@ -14,12 +14,15 @@
 // Host buffers go straight to the inner communicator. An operation's input and output must be
 // of the same kind.
 //
-// Ordering: the first copy of an operation is ordered after the device work the caller
-// enqueued before issuing it (DeviceCopier::OrderAfterCaller); the Work completes once the
-// last chunk is back in device memory. Deadlines and aborts reach the copies (polled) and the
-// inner operations (their remaining time; aborted with this one).
-// Threading: operations run on this communicator's executor thread, the only user of the inner
-// communicator and of the copier once created (both owned).
+// Ordering: the first copy of an operation is ordered after the operation's ready event
+// (CollectiveOptions::ready, recorded by the caller when it issued the operation), or without
+// one after the caller's stream as it is when the executor starts the operation
+// (DeviceCopier::OrderAfter); the inner operations get the same ready event. The Work
+// completes once the last chunk is back in device memory (host-confirmed: it has no done
+// event, so Work::StreamWait on it waits on the host). Deadlines and aborts reach the copies
+// (polled) and the inner operations (their remaining time; aborted with this one). Threading:
+// operations run on this communicator's executor thread, the only user of the inner communicator
+// and of the copier once created (both owned).
 #pragma once
 
 #include <atomic>
@@ -100,6 +103,7 @@ class StagedCommunicator final : public Communicator {
     std::shared_ptr<char> staging;
     char* land_in = nullptr;  // Recv: copied here once received
     size_t land_bytes = 0;
+    ReadyEventPtr ready;  // Recv: the caller's ready event (the copy back waits for it)
   };
   WorkPtr SubmitPointToPoint(std::string description, const CollectiveOptions& options,
                              std::function<Status(InFlight&)> post);
@@ -152,6 +156,9 @@ class StagedCommunicator final : public Communicator {
   };
   Slot slots_[2];                  // executor thread only
   std::list<InFlight> in_flight_;  // executor thread only
+  // The ready event of the operation the executor is running (Submit sets it around the step):
+  // what its copies and sub-operations are ordered after. Executor thread only.
+  ReadyEventPtr running_ready_;
   // The executor's abort flag: what the executor thread reads, never executor_ itself (the
   // destructor resets executor_ while that thread still runs).
   const std::atomic<bool>* broken_ = nullptr;

@@ -30,6 +30,18 @@ Status Work::Wait(Deadline deadline) {
   return status_;
 }
 
+Status Work::StreamWait(DeviceEvents& consumer, Deadline deadline, bool* host_waited) {
+  // With a done event the wait is device-side even when the Work already completed (waiting
+  // for a finished event costs the device nothing): the count of host waits then does not
+  // depend on how fast the watchdog saw it finish.
+  if (done_event_ != nullptr) {
+    if (host_waited) *host_waited = false;
+    return consumer.StreamWait(*done_event_).WithContext(description_ + ": stream wait");
+  }
+  if (host_waited) *host_waited = true;
+  return Wait(deadline);
+}
+
 bool Work::IsCompleted() const {
   MutexLock lock(mu_);
   return done_;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "collectives/ready_event.h"
 #include "common/deadline.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -42,6 +43,18 @@ class Work {
   // out of step, so backends treat the whole communicator as broken afterwards.
   void Abort();
 
+  // Orders the work `consumer` enqueues from now on after this operation. When the backend
+  // completes the operation on a device stream (done_event() set: NCCL), the wait is
+  // device-side (DeviceEvents::StreamWait): the host does not wait, and OK says nothing about
+  // the operation, whose status Wait() reports later (after a host read that followed the
+  // device work, Wait() returns at once or within the backend's watchdog period). Otherwise
+  // (host-driven backends, compositions) the host waits: Wait(deadline), whose status is
+  // returned. `host_waited` (may be null) says which of the two it was.
+  Status StreamWait(DeviceEvents& consumer, Deadline deadline, bool* host_waited = nullptr);
+  // The event after the operation's last device work, on the backend's stream; null when the
+  // backend does not complete on a device stream. Set by the backend before the Work is shared.
+  const ReadyEventPtr& done_event() const { return done_event_; }
+
   const std::string& description() const { return description_; }
   // The point after which the backend fails the operation with DEADLINE_EXCEEDED.
   Deadline deadline() const { return deadline_; }
@@ -50,6 +63,9 @@ class Work {
   // Caller-driven progress: Wait() first calls `driver(this, wait_deadline)` on the waiting
   // thread, which runs the backend's queued work until this Work completes (or it cannot).
   void SetDriver(std::function<void(Work*, Deadline)> driver) { driver_ = std::move(driver); }
+  // Device backends: the event recorded after the operation's device work (see StreamWait).
+  // Before the Work is shared.
+  void SetDoneEvent(ReadyEventPtr event) { done_event_ = std::move(event); }
   // Completes the work; later calls are ignored (first status wins).
   void Complete(Status status) RETORT_EXCLUDES(mu_);
   bool abort_requested() const { return abort_requested_.load(std::memory_order_relaxed); }
@@ -60,6 +76,7 @@ class Work {
   const Deadline deadline_;
   std::atomic<bool> abort_requested_{false};
   std::function<void(Work*, Deadline)> driver_;  // set before the Work is shared
+  ReadyEventPtr done_event_;                     // set before the Work is shared
   mutable Mutex mu_;
   CondVar cv_;
   bool done_ RETORT_GUARDED_BY(mu_) = false;

@@ -10,6 +10,7 @@
 #include "common/mutex.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/host_staging.h"
+#include "trainer/step_waits.h"
 
 namespace retort::trainer {
 
@@ -152,7 +153,7 @@ void GradReducer::BeginBackward(int passes) {
   state_->in_backward = true;
 }
 
-Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
+Status GradReducer::Finish(Deadline deadline, double* exposed_seconds, StepWaits* waits) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<CommHandle>> handles;
   {
@@ -164,8 +165,10 @@ Status GradReducer::Finish(Deadline deadline, double* exposed_seconds) {
   }
   Status status;
   for (size_t i = 0; i < handles.size() && status.ok(); ++i) {
-    status = handles[i]->Wait(deadline);
-    if (!status.ok()) status = status.WithContext("gradient bucket " + std::to_string(i));
+    const std::string what = "gradient bucket " + std::to_string(i);
+    // Host staging reads the result on the host next: a host wait either way.
+    status = state_->host_reduced.defined() ? waits->HostWait(*handles[i], deadline, what)
+                                            : waits->Order(std::move(handles[i]), deadline, what);
   }
   if (status.ok() && state_->host_reduced.defined()) {
     torch::NoGradGuard no_grad;

@@ -12,6 +12,9 @@
 //
 // A single rank has nothing to exchange: buckets are still tracked (and counted as launched),
 // no collective runs, and reduced() is the flat gradient buffer itself.
+// Ready events: on a ShardComm that takes device memory, each bucket's collective is ordered
+// after the gradient kernels enqueued when the hook launched it (ShardComm records the event at
+// issue, on the hook's thread), so later buckets do not wait for the rest of backward.
 // Device gradients with a ShardComm that takes host memory only (or `stage_through_host`) go
 // through host buffers: each bucket is copied to the host when it is ready (the copy waits for
 // the gradient kernels of the current stream) and the reduced range is copied back in Finish().
@@ -35,6 +38,7 @@
 namespace retort::trainer {
 
 class FlatParameters;
+class StepWaits;
 
 class GradReducer {
  public:
@@ -48,10 +52,14 @@ class GradReducer {
   // parts that run backward concurrently; a parameter is ready after its gradient was
   // accumulated `passes` times). Call after FlatParameters::ZeroGrads().
   void BeginBackward(int passes = 1);
-  // Launches the buckets not launched yet, then waits for all of them. On success reduced()
-  // holds the sum over ranks of this rank's range of the gradient buffer.
-  // `exposed_seconds` receives the time spent waiting here (communication not hidden).
-  Status Finish(Deadline deadline, double* exposed_seconds);
+  // Launches the buckets not launched yet, then orders the trainer's stream after all of them
+  // through `waits` (StepWaits::Order: device-side where the collectives complete on a device
+  // stream, else a host wait per bucket). Then the work the trainer enqueues reads in
+  // reduced() the sum over ranks of this rank's range of the gradient buffer; the buckets'
+  // statuses come from waits->Confirm() after the step's host read. With host staging the
+  // buckets are waited for on the host and copied back here.
+  // `exposed_seconds` receives the host time spent here (communication not hidden).
+  Status Finish(Deadline deadline, double* exposed_seconds, StepWaits* waits);
 
   const torch::Tensor& reduced() const;  // float32 [plan.ranges[rank].count]
   int num_buckets() const;

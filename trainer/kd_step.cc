@@ -241,6 +241,7 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   const int parts = device.is_cpu() && n > 0 && !student_has_buffers_
                         ? static_cast<int>(std::min<int64_t>(options_.local_parallelism, n))
                         : 1;
+  waits_.Reset();
   flat_->ZeroGrads();
   reducer_->BeginBackward(parts);
   torch::Tensor weighted_loss;  // scalar on the device; undefined for an empty slice
@@ -295,7 +296,7 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
   // not the batch's.
   try {
     double exposed = 0;
-    RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed));
+    RETORT_RETURN_IF_ERROR(reducer_->Finish(deadline, &exposed, &waits_));
     timing.comm_exposed += exposed;
     if (student_has_buffers_) {
       // Every rank leaves the step (and enters the next forward) with rank 0's buffers.
@@ -329,12 +330,16 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     optimizer_->Update(reducer_->reduced(), update);
     local_opt += SecondsSince(t0);
     t0 = Clock::now();
-    RETORT_RETURN_IF_ERROR(AllGatherParameters(deadline));
+    RETORT_RETURN_IF_ERROR(GatherParameters(deadline));
     timing.comm_exposed += SecondsSince(t0);
 
     // The step's one host read: the global squared norm and loss.
     t0 = Clock::now();
     const auto sums = scalars_.to(torch::kCPU);
+    // The device finished every collective the stream was ordered after: their statuses.
+    RETORT_RETURN_IF_ERROR(waits_.Confirm(deadline));
+    result.host_waits = waits_.host_waits();
+    result.stream_waits = waits_.stream_waits();
     const float* host = sums.data_ptr<float>();
     result.loss = host[1];
     result.grad_norm = std::sqrt(static_cast<double>(host[0]));
@@ -367,13 +372,11 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
 Status KdStep::AllReduceScalars(Deadline deadline) {
   if (comm_->world_size() == 1) return Status::Ok();
   if (!StagesThroughHost())
-    return comm_->AllReduce(scalars_.data_ptr<float>(), 2)
-        ->Wait(deadline)
-        .WithContext("gradient-norm all-reduce");
+    return waits_.Order(comm_->AllReduce(scalars_.data_ptr<float>(), 2), deadline,
+                        "gradient-norm all-reduce");
   auto host = scalars_.to(torch::kCPU).contiguous();
-  RETORT_RETURN_IF_ERROR(comm_->AllReduce(host.data_ptr<float>(), 2)
-                             ->Wait(deadline)
-                             .WithContext("gradient-norm all-reduce"));
+  RETORT_RETURN_IF_ERROR(waits_.HostWait(*comm_->AllReduce(host.data_ptr<float>(), 2), deadline,
+                                         "gradient-norm all-reduce"));
   scalars_.copy_(host);
   return Status::Ok();
 }
@@ -400,24 +403,30 @@ void KdStep::DetachComm() {
 Status KdStep::AllGatherParameters(Deadline deadline) {
   if (!comm_)
     return FailedPreconditionError("KdStep: no communicator (DetachComm without Reconfigure)");
+  // Outside a step: done (on the host) when this returns.
+  waits_.Reset();
+  RETORT_RETURN_IF_ERROR(GatherParameters(deadline));
+  return waits_.Confirm(deadline);
+}
+
+Status KdStep::GatherParameters(Deadline deadline) {
   if (comm_->world_size() == 1) return Status::Ok();
   std::vector<int64_t> counts;
   for (const ShardRange& r : plan_.ranges) counts.push_back(r.count);
   const ShardRange& mine = plan_.ranges[comm_->rank()];
   if (!StagesThroughHost()) {
     float* base = flat_->params().data_ptr<float>();
-    return comm_->AllGatherV(base + mine.offset, base, std::move(counts))
-        ->Wait(deadline)
-        .WithContext("parameter all-gather");
+    return waits_.Order(comm_->AllGatherV(base + mine.offset, base, std::move(counts)), deadline,
+                        "parameter all-gather");
   }
   torch::NoGradGuard no_grad;
   if (!host_params_.defined()) host_params_ = HostStagingBuffer(flat_->numel(), flat_->params());
   host_params_.narrow(0, mine.offset, mine.count)
       .copy_(flat_->params().narrow(0, mine.offset, mine.count));
   float* base = host_params_.data_ptr<float>();
-  RETORT_RETURN_IF_ERROR(comm_->AllGatherV(base + mine.offset, base, std::move(counts))
-                             ->Wait(deadline)
-                             .WithContext("parameter all-gather"));
+  RETORT_RETURN_IF_ERROR(
+      waits_.HostWait(*comm_->AllGatherV(base + mine.offset, base, std::move(counts)), deadline,
+                      "parameter all-gather"));
   flat_->params().copy_(host_params_);
   return Status::Ok();
 }

@@ -8,9 +8,12 @@
 //   update on every rank: all ranks see the same sum) -> AdamW on this rank's range
 //   (ShardedAdamW) -> in-place AllGatherV of the parameters -> one host read of the two
 //   scalars for the result. On CUDA nothing between the forward and that read waits for the
-//   device. A single rank runs no collective at all. A student with buffers (BatchNorm
-//   statistics) gets rank 0's buffers after backward (model_buffers.h: DDP's broadcast_buffers
-//   semantics), so all ranks hold the same buffers at every step boundary.
+//   device: the collectives are ordered on the device stream (StepWaits, step_waits.h) where
+//   the ShardComm completes them on a device stream (NCCL), and their statuses are collected
+//   after the read; compositions that complete on the host (staged, hierarchical) still cost a
+//   host wait each (counted in StepResult::host_waits). A single rank runs no collective. A student
+//   with buffers (BatchNorm statistics) gets rank 0's buffers after backward (model_buffers.h:
+//   DDP's broadcast_buffers semantics), so all ranks hold the same buffers at every step boundary.
 //
 // Device: Create() moves teacher and student to KdStepOptions::device; the flat buffers, the
 // optimizer state and every step tensor live there. Batches may come from host memory.
@@ -33,6 +36,7 @@
 #include "trainer/shard_plan.h"
 #include "trainer/sharded_adamw.h"
 #include "trainer/step_profiler.h"
+#include "trainer/step_waits.h"
 
 namespace retort::trainer {
 
@@ -70,6 +74,11 @@ struct StepResult {
   double grad_norm = 0;  // global L2 norm before clipping (inf/nan when skipped)
   double lr = 0;         // learning rate used (0 when skipped)
   bool skipped = false;  // non-finite gradients: no update on any rank
+  // Waits for collectives before the step's one host read (StepWaits): blocking host waits
+  // and device-side stream waits. On a ShardComm whose collectives complete on a device stream
+  // (NCCL) host_waits is 0; see step_waits.h.
+  int host_waits = 0;
+  int stream_waits = 0;
   StepTiming timing;
 };
 
@@ -123,6 +132,8 @@ class KdStep {
   bool StagesThroughHost() const;
   std::unique_ptr<ShardedAdamW> MakeOptimizer(ShardRange range) const;
   Status AllReduceScalars(Deadline deadline);
+  // The in-place parameter all-gather; the trainer's stream is ordered after it via waits_.
+  Status GatherParameters(Deadline deadline);
   torch::Tensor TeacherForward(const torch::Tensor& images);
   // Teacher forward, student forward, weighted loss and backward for rows [begin, end).
   struct PartResult {
@@ -143,6 +154,7 @@ class KdStep {
   std::unique_ptr<ShardedAdamW> optimizer_;
   torch::Tensor scalars_;      // [2]: squared gradient norm, weighted loss (AllReduce buffer)
   torch::Tensor host_params_;  // staging buffer of AllGatherParameters (see StagesThroughHost)
+  StepWaits waits_;            // of the running step
   int64_t skipped_steps_ = 0;
   int64_t calls_ = 0;
   bool student_has_buffers_ = false;

@@ -5,8 +5,13 @@
 // Contract (all ranks):
 // - Every rank issues the same collectives in the same order with the same counts.
 // - Buffers are host float32, or device float32 for an implementation whose
-//   TakesDeviceMemory() is true (ordered after the work enqueued on the current CUDA stream);
-//   they must stay alive and untouched until the returned handle's Wait() has returned OK.
+//   TakesDeviceMemory() is true. Device buffers are ready at the moment the operation is
+//   issued: the implementation orders the operation after the work enqueued on the trainer's
+//   stream so far (CUDA: an event recorded at issue, on the issuing thread, e.g. the backward
+//   hook, and carried with the operation), never after that stream as it is when the
+//   operation happens to run. Buffers must stay alive until the handle's Wait() returned, and
+//   untouched until then by the host; device work may use them once it was ordered after the
+//   operation (CommHandle::StreamWait).
 //   The trainer stages device buffers through host memory for an implementation that takes
 //   host memory only.
 // - ReduceScatterV(in, out, counts): `in` holds sum(counts) elements laid out as segment 0,
@@ -16,8 +21,8 @@
 //   `in`, every rank receives all segments, concatenated, in `out`. May be called in place,
 //   i.e. with in == out + sum(counts[0..rank)); implementations must support that.
 // - AllReduce(data, count): in-place element-wise sum.
-// Threading: one trainer thread issues operations and waits on handles; a handle may be
-// waited on once, from that thread. Implementations may progress in background threads.
+// Threading: one trainer thread issues operations and waits on handles (StreamWait at most
+// once, then Wait once), from that thread. Implementations may progress in background threads.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,15 @@ class CommHandle {
  public:
   virtual ~CommHandle() = default;
   virtual Status Wait(Deadline deadline) = 0;
+  // Orders the device work the trainer enqueues from now on (its current stream) after this
+  // operation. Where the operation completes on a device stream, the wait is device-side:
+  // the host does not wait, `*host_waited` is false, and the operation's status comes from
+  // Wait() later (after the step's host read, by when the device finished it). Otherwise the
+  // host waits: Wait(deadline), `*host_waited` true. Default: the host wait.
+  virtual Status StreamWait(Deadline deadline, bool* host_waited) {
+    *host_waited = true;
+    return Wait(deadline);
+  }
 };
 
 class ShardComm {

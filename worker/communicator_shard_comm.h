@@ -1,5 +1,5 @@
-// trainer::ShardComm over a collectives::Communicator (fp32 buffers, host or device): the small adapter
-// through which the trainer reaches the data plane. Borrows the communicator, which must
+// trainer::ShardComm over a collectives::Communicator (fp32 buffers, host or device): the small
+// adapter through which the trainer reaches the data plane. Borrows the communicator, which must
 // outlive the adapter and every handle it returned. Threading: as trainer/shard_comm.h.
 #pragma once
 
@@ -23,11 +23,19 @@ class CommunicatorShardComm final : public trainer::ShardComm {
   // is where the trainer's tensors live: with kCudaDevice and a communicator that takes device
   // memory, the trainer hands its device buffers straight through; otherwise it stages them
   // through host memory (trainer/host_staging.h) and the buffers here are host memory.
+  // `events` (borrowed, may be null; must outlive the adapter) is the trainer's stream: with
+  // device buffers, every operation carries a ready event recorded on it when the trainer
+  // issues the operation (on the issuing thread: a backward hook for gradient buckets), and
+  // handles' StreamWait orders that stream after the operation's done event (device-side) when
+  // the Work has one. Without `events`, backends order after their caller's stream when they
+  // enqueue, and StreamWait is a host wait.
   explicit CommunicatorShardComm(
       collectives::Communicator* comm, CollectiveListener* listener = nullptr,
-      collectives::MemoryKind trainer_memory = collectives::MemoryKind::kHost)
+      collectives::MemoryKind trainer_memory = collectives::MemoryKind::kHost,
+      collectives::DeviceEvents* events = nullptr)
       : comm_(comm),
         listener_(listener),
+        events_(events),
         buffers_(trainer_memory == collectives::MemoryKind::kCudaDevice &&
                          comm->AcceptsMemory(collectives::MemoryKind::kCudaDevice)
                      ? collectives::MemoryKind::kCudaDevice
@@ -46,8 +54,13 @@ class CommunicatorShardComm final : public trainer::ShardComm {
  private:
   std::unique_ptr<trainer::CommHandle> Wrap(collectives::WorkPtr work, const char* op,
                                             int64_t elements);
+  // The options of an operation issued now: a ready event on the trainer's stream when the
+  // buffers are device memory and there is an `events`; an error recording it is returned as
+  // a completed Work's status by the caller.
+  StatusOr<collectives::CollectiveOptions> IssueOptions();
   collectives::Communicator* const comm_;
   CollectiveListener* const listener_;
+  collectives::DeviceEvents* const events_;
   const collectives::MemoryKind buffers_;  // the kind of every buffer this adapter passes on
 };
 

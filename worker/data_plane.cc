@@ -85,6 +85,9 @@ StatusOr<DataPlane> CreateDataPlane(collectives::BootstrapStore* store, const v1
       emulate ? collectives::ucx::HostMemoryDeviceLevels(options.ucx)
               : CudaDevice(cuda, options.ucx);
   plane.trainer_memory = collectives::MemoryKind::kCudaDevice;
+  if (!emulate) {
+    RETORT_ASSIGN_OR_RETURN(plane.events, collectives::CreateCudaStreamEvents(cuda));
+  }
   const auto kDevice = collectives::MemoryKind::kCudaDevice;
   if (OnOneNode(g)) {
     // The node's communicator (NCCL) for device buffers, flat UCX for host buffers.

@@ -22,6 +22,7 @@
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/hierarchical.h"
+#include "collectives/ready_event.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "retort/v1/retort.pb.h"
 
@@ -32,6 +33,9 @@ struct DataPlane {
   // Where the trainer's collective buffers may live: kCudaDevice when the data plane takes the
   // trainer's device tensors, else kHost (the trainer stages them).
   collectives::MemoryKind trainer_memory = collectives::MemoryKind::kHost;
+  // CUDA with device buffers: the trainer's stream (ready events at issue, device-side waits),
+  // for CommunicatorShardComm; null otherwise (host memory, or the emulated device).
+  std::unique_ptr<collectives::DeviceEvents> events;
 };
 
 struct DataPlaneOptions {

@@ -261,8 +261,9 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
   auto t0 = Clock::now();
   RETORT_ASSIGN_OR_RETURN(DataPlane plane, CreateDataPlane(&store, g, a.rank, dp));
   comm_ = std::move(plane.comm);
-  shard_comm_ =
-      std::make_unique<CommunicatorShardComm>(comm_.get(), tracer_.get(), plane.trainer_memory);
+  device_events_ = std::move(plane.events);
+  shard_comm_ = std::make_unique<CommunicatorShardComm>(comm_.get(), tracer_.get(),
+                                                        plane.trainer_memory, device_events_.get());
   std::vector<std::string> processes;
   for (const auto& m : g.members()) processes.push_back(MemberProcessKey(m));
   mailbox_.SetRunning(g.number(), std::move(processes),

@@ -178,6 +178,8 @@ class TrainingSession final : public GenerationHandler {
   std::unique_ptr<trainer::data::Loader> loader_;
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;
+  // The trainer's stream for the data plane (CUDA; null otherwise); outlives shard_comm_.
+  std::unique_ptr<collectives::DeviceEvents> device_events_;
   std::unique_ptr<collectives::Communicator> comm_;
   std::unique_ptr<CommunicatorShardComm> shard_comm_;
   std::unique_ptr<trainer::KdStep> kd_step_;

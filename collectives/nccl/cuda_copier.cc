@@ -34,8 +34,13 @@ StatusOr<std::shared_ptr<char>> CudaCopier::AllocateStaging(size_t bytes) {
 
 // Every entry point selects the copier's device first: the executor threads that call them
 // start on device 0, and an event or copy on another device's stream fails or orders nothing.
-Status CudaCopier::OrderAfterCaller() {
+Status CudaCopier::OrderAfter(const ReadyEvent* ready) {
   CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
+  if (ready != nullptr) {
+    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), static_cast<cudaEvent_t>(ready->native()), 0),
+               "cuda copier: ordering copies after the caller's ready event");
+    return Status::Ok();
+  }
   CUDA_CHECK(cudaEventRecord(caller_ready_.get(), caller_),
              "cuda copier: recording the caller's stream");
   CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
@@ -96,6 +101,24 @@ Status CudaCopier::Wait(Mark mark, Deadline deadline, const std::function<bool()
   return Status::Ok();
 }
 
+StatusOr<std::unique_ptr<CudaScratch>> CudaScratch::Create(int device) {
+  if (CudaDeviceCount() == 0)
+    return FailedPreconditionError("cuda scratch: no CUDA device visible");
+  std::unique_ptr<CudaScratch> c(new CudaScratch(device));
+  CUDA_CHECK(cudaSetDevice(device), "cuda scratch: selecting device " + std::to_string(device));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+             "cuda scratch: creating its stream");
+  c->stream_ = CudaStream(stream);
+  for (CudaEvent* owned : {&c->caller_ready_, &c->copied_}) {
+    cudaEvent_t event = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+               "cuda scratch: creating an event");
+    *owned = CudaEvent(event);
+  }
+  return c;
+}
+
 StatusOr<std::shared_ptr<char>> CudaScratch::Allocate(size_t bytes) {
   CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
   void* p = nullptr;
@@ -104,12 +127,39 @@ StatusOr<std::shared_ptr<char>> CudaScratch::Allocate(size_t bytes) {
   return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFree(q); });
 }
 
-Status CudaScratch::Copy(void* dst, const void* src, size_t bytes) {
+Status CudaScratch::OrderAfter(const ReadyEvent* ready) {
   CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy),
-             "cuda scratch: copying " + std::to_string(bytes) + " bytes on the device");
-  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy), "cuda scratch: waiting for a device copy");
+  cudaEvent_t after = ready != nullptr ? static_cast<cudaEvent_t>(ready->native()) : nullptr;
+  if (after == nullptr) {
+    CUDA_CHECK(cudaEventRecord(caller_ready_.get(), cudaStreamLegacy),
+               "cuda scratch: recording the caller's stream");
+    after = caller_ready_.get();
+  }
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), after, 0),
+             "cuda scratch: ordering copies after the caller");
   return Status::Ok();
+}
+
+Status CudaScratch::CopyAsync(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()),
+             "cuda scratch: copying " + std::to_string(bytes) + " bytes on the device");
+  return Status::Ok();
+}
+
+Status CudaScratch::Wait(Deadline deadline, const std::function<bool()>& cancelled) {
+  CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
+  CUDA_CHECK(cudaEventRecord(copied_.get(), stream_.get()), "cuda scratch: recording the copies");
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(copied_.get());
+    if (state == cudaSuccess) return Status::Ok();
+    if (state != cudaErrorNotReady)
+      return CudaError(state, "cuda scratch: a device copy failed", __FILE__, __LINE__);
+    if (cancelled && cancelled()) return AbortedError("cuda scratch: wait for copies aborted");
+    if (deadline.Expired())
+      return DeadlineExceededError("cuda scratch: device copies did not finish in time");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 }  // namespace retort::collectives::nccl

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "collectives/bootstrap_wait.h"
+#include "collectives/nccl/cuda_events.h"
 #include "collectives/nccl/nccl_check.h"
 #include "common/logging.h"
 
@@ -284,9 +285,15 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
   }
   auto run = [&]() RETORT_REQUIRES(mu_) -> Status {
     CUDA_CHECK(cudaSetDevice(options_.device), "nccl: selecting device");
-    CUDA_CHECK(cudaEventRecord(caller_ready_.get(), options_.caller_stream),
-               "nccl: recording the caller's stream");
-    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_ready_.get(), 0),
+    // After the caller's ready event, recorded when the operation was issued (a composition
+    // may run it much later); without one, after the caller's stream as it is now.
+    cudaEvent_t after = options.ready != nullptr ? static_cast<cudaEvent_t>(options.ready->native())
+                                                 : caller_ready_.get();
+    if (options.ready == nullptr) {
+      CUDA_CHECK(cudaEventRecord(caller_ready_.get(), options_.caller_stream),
+                 "nccl: recording the caller's stream");
+    }
+    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), after, 0),
                "nccl: ordering after the caller's stream");
     RETORT_RETURN_IF_ERROR(enqueue());
     RETORT_RETURN_IF_ERROR(AwaitComm(
@@ -295,11 +302,12 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
         [] {
           return AbortedError("nccl: aborted while waiting for the operation to be accepted");
         }));
-    cudaEvent_t done = nullptr;
-    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "nccl: creating event");
-    CudaEvent owned(done);
-    CUDA_CHECK(cudaEventRecord(done, stream_.get()), "nccl: recording completion");
-    pending_.push_back(Pending{work, std::move(owned)});
+    // The done event: the watchdog polls it, and a consumer's stream may wait for it
+    // device-side (Work::StreamWait) instead of the host waiting for the Work.
+    RETORT_ASSIGN_OR_RETURN(ReadyEventPtr done,
+                            RecordEvent(options_.device, stream_.get(), ++operations_));
+    work->SetDoneEvent(done);
+    pending_.push_back(Pending{work, std::move(done)});
     return Status::Ok();
   };
   Status status = run();
@@ -324,7 +332,7 @@ void NcclCommunicator::Watchdog() {
   while (!stopping_ || !pending_.empty()) {
     cv_.WaitFor(mu_, std::chrono::milliseconds(1));
     while (!pending_.empty()) {
-      cudaError_t query = cudaEventQuery(pending_.front().done.get());
+      cudaError_t query = cudaEventQuery(static_cast<cudaEvent_t>(pending_.front().done->native()));
       if (query == cudaSuccess) {
         pending_.front().work->Complete(Status::Ok());
         pending_.pop_front();

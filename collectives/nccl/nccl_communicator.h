@@ -2,12 +2,17 @@
 // normally the `intra` level of a HierarchicalCommunicator).
 //
 // Buffers are device pointers. Operations are enqueued on the issuing thread onto this
-// communicator's own stream, after an event recorded on the caller's stream
-// (NcclCommunicatorOptions::caller_stream), so they see the caller's earlier kernels; the
-// caller must not touch the buffers until the Work completes (or make its stream wait on
-// completion_stream()). A watchdog thread completes Works by polling CUDA events and
-// ncclCommGetAsyncError; on an NCCL error or a passed deadline it calls ncclCommAbort, so a
-// dead peer becomes an error within the deadline, and the communicator is broken.
+// communicator's own stream, after the operation's ready event (CollectiveOptions::ready,
+// recorded by whoever issued it, e.g. at a backward hook) or, without one, after an event
+// recorded now on the caller's stream (NcclCommunicatorOptions::caller_stream), so they see the
+// caller's earlier kernels. Each Work carries a done event recorded on this communicator's
+// stream after the operation (Work::done_event): the caller may make its stream wait for it
+// device-side (Work::StreamWait) and touch the buffers from that stream; from the host, only
+// once the Work completed. A watchdog thread completes Works by polling those events (every
+// 1 ms) and ncclCommGetAsyncError; on an NCCL error or a passed deadline it calls
+// ncclCommAbort, so a dead peer becomes an error within the deadline, and the communicator is
+// broken. A caller that ordered its stream after the done event learns the status from Wait()
+// after its own host read.
 //
 // Generation fencing happens at bootstrap: the unique id is published under a key of this
 // generation together with the generation, and a communicator never outlives its
@@ -96,7 +101,7 @@ class NcclCommunicator final : public Communicator {
  private:
   struct Pending {
     WorkPtr work;
-    CudaEvent done;
+    ReadyEventPtr done;  // also the Work's done event
   };
   NcclCommunicator(int rank, int size, uint64_t generation, const NcclCommunicatorOptions& o);
   // Makes the stream wait for the caller's stream, runs `enqueue` (NCCL calls), records the
@@ -124,6 +129,7 @@ class NcclCommunicator final : public Communicator {
   Mutex mu_;
   CondVar cv_;
   std::deque<Pending> pending_ RETORT_GUARDED_BY(mu_);
+  uint64_t operations_ RETORT_GUARDED_BY(mu_) = 0;  // serials of the done events
   Status broken_ RETORT_GUARDED_BY(mu_);
   bool stopping_ RETORT_GUARDED_BY(mu_) = false;
   // Set by Abort() before it takes mu_: an Enqueue holding mu_ while it waits for NCCL to accept

@@ -41,7 +41,12 @@ class ThreadCopier final : public DeviceCopier {
   StatusOr<std::shared_ptr<char>> AllocateStaging(size_t bytes) override {
     return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
   }
-  Status OrderAfterCaller() override { return Status::Ok(); }
+  // Records "A<serial>" (after a ready event) or "C" (after the caller's stream) in the log.
+  Status OrderAfter(const ReadyEvent* ready) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_ += ready != nullptr ? "A" + std::to_string(ready->serial()) : std::string("C");
+    return Status::Ok();
+  }
   Status CopyToHost(void* host, const void* device, size_t bytes) override {
     return Enqueue('H', host, device, bytes);
   }
@@ -64,7 +69,7 @@ class ThreadCopier final : public DeviceCopier {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  // 'H' (to host) and 'D' (to device), in issue order.
+  // 'H' (to host), 'D' (to device) and the OrderAfter calls ("A<serial>", "C"), in issue order.
   std::string issue_log() {
     std::lock_guard<std::mutex> lock(mu_);
     return log_;

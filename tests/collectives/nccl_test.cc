@@ -2,6 +2,7 @@
 // the CPU backends. Skipped when no GPU is visible (cudaGetDeviceCount).
 #include <gtest/gtest.h>
 
+#include "collectives/nccl/cuda_events.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "tests/collectives/collective_checks.h"
 #include "tests/collectives/device_copy.h"
@@ -133,6 +134,44 @@ TEST(NcclCommunicatorTest, CreateWarmsUpAndTheFirstCollectiveFollows) {
       EXPECT_TRUE(MatchesReduction(data, 0, comm.size(), ReduceOp::kSum, DataType::kFloat32));
     });
   }
+}
+
+// The stream contract (ready_event.h) on a GPU: the operation waits for the ready event
+// recorded on the caller's stream at issue (a kernel-free stand-in: an async copy that fills the
+// buffer), and the caller's stream waits for the done event without the host waiting; a
+// stream-ordered read then sees the result before the Work is confirmed.
+TEST(NcclCommunicatorTest, ReadyAndDoneEventsOrderTheCallersStream) {
+  const int world = WorldForThisMachine();
+  if (world == 0) GTEST_SKIP() << "no CUDA device visible";
+  RunThreadRanks(world, NcclFactory(), [](Communicator& comm) {
+    ASSERT_EQ(cudaSetDevice(comm.rank()), cudaSuccess);
+    nccl::CudaStreamEvents stream(comm.rank(), nullptr);
+    const size_t count = 1 << 20;
+    std::vector<float> host(count, static_cast<float>(comm.rank() + 1));
+    DeviceCopy d(count * sizeof(float));
+    ASSERT_EQ(cudaMemcpyAsync(d.get(), host.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                              cudaStreamLegacy),
+              cudaSuccess);
+    CollectiveOptions o;
+    auto ready = stream.RecordReady();
+    ASSERT_TRUE(ready.ok()) << ready.status();
+    o.ready = *ready;
+    WorkPtr work = comm.AllReduce({d.get(), count, DataType::kFloat32, kDevice}, ReduceOp::kSum, o);
+    ASSERT_NE(work->done_event(), nullptr);
+    bool host_waited = true;
+    ASSERT_TRUE(work->StreamWait(stream, Deadline::AfterMs(30000), &host_waited).ok());
+    EXPECT_FALSE(host_waited);
+    std::vector<float> result(count, 0.f);
+    ASSERT_EQ(cudaMemcpyAsync(result.data(), d.get(), count * sizeof(float), cudaMemcpyDeviceToHost,
+                              cudaStreamLegacy),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
+    const int n = comm.size();
+    const float expected = static_cast<float>(n * (n + 1) / 2);
+    EXPECT_EQ(result.front(), expected);
+    EXPECT_EQ(result.back(), expected);
+    EXPECT_TRUE(work->Wait(Deadline::AfterMs(30000)).ok());
+  });
 }
 
 TEST(NcclCommunicatorTest, HostMemoryIsRefusedNamingIt) {

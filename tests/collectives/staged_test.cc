@@ -189,8 +189,9 @@ TEST(StagedCommunicatorTest, TheNextChunkIsStagedInBeforeThePreviousIsCopiedBack
   }
   for (auto& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
-    // 10 chunks, one copy in and one back each; chunk k+1 goes in before chunk k comes back.
-    std::string expected = "HHD";
+    // Ordered after the caller ("C": no ready event given); 10 chunks, one copy in and one
+    // back each; chunk k+1 goes in before chunk k comes back.
+    std::string expected = "CHHD";
     for (int k = 1; k < 9; ++k) expected += "HD";
     expected += "D";
     EXPECT_EQ(logs[r], expected) << "rank " << r;

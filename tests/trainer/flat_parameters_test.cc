@@ -6,6 +6,7 @@
 #include "tests/trainer/trainer_test_util.h"
 #include "trainer/grad_reducer.h"
 #include "trainer/kd_loss.h"
+#include "trainer/step_waits.h"
 
 #include <chrono>
 
@@ -67,7 +68,8 @@ TEST(GradReducerTest, BucketsLaunchDuringBackward) {
   // All parameters take part in the forward, so every bucket launched from a hook.
   EXPECT_EQ((*reducer)->launched_during_backward(), (*reducer)->num_buckets());
   double exposed = -1;
-  ASSERT_TRUE((*reducer)->Finish(Deadline::AfterMs(5000), &exposed).ok());
+  StepWaits waits;
+  ASSERT_TRUE((*reducer)->Finish(Deadline::AfterMs(5000), &exposed, &waits).ok());
   EXPECT_GE(exposed, 0);
   EXPECT_TRUE(torch::equal((*reducer)->reduced(), (*flat)->grads()));
   // A bad plan is rejected with a precise message.
@@ -91,7 +93,8 @@ TEST(GradReducerTest, BucketsOfUnusedParametersLaunchInFinish) {
   (*flat)->tensors()[0].square().sum().backward();
   EXPECT_EQ((*reducer)->launched_during_backward(), 0);  // buckets launch strictly in order
   double exposed = 0;
-  ASSERT_TRUE((*reducer)->Finish(Deadline::AfterMs(5000), &exposed).ok());
+  StepWaits waits;
+  ASSERT_TRUE((*reducer)->Finish(Deadline::AfterMs(5000), &exposed, &waits).ok());
   EXPECT_TRUE(torch::equal((*reducer)->reduced(), (*flat)->grads()));
   EXPECT_GT((*reducer)->reduced().abs().sum().item<float>(), 0.0f);
 }

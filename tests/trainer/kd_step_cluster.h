@@ -10,6 +10,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "tests/trainer/trainer_test_util.h"
@@ -34,31 +36,76 @@ inline KdStepOptions KdTestOptions() {
   return o;
 }
 
-// Forwards to another ShardComm, counting the collectives.
+// The calls a stream-ordered comm saw, in order: "issue <op>", "stream_wait <op>", "wait <op>".
+struct CallLog {
+  std::mutex mu;
+  std::vector<std::string> calls;
+  void Add(std::string call) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(std::move(call));
+  }
+};
+
+// A handle of a collective that completes "on a device stream" (as NCCL's): StreamWait is
+// device-side for its caller (host_waited false, the status deferred to Wait). On the CPU the
+// host is the stream, so it blocks here until the operation finished; the log records it as a
+// stream wait.
+class StreamOrderedHandle final : public CommHandle {
+ public:
+  StreamOrderedHandle(std::unique_ptr<CommHandle> inner, CallLog* log, std::string op)
+      : inner_(std::move(inner)), log_(log), op_(std::move(op)) {}
+  Status StreamWait(Deadline deadline, bool* host_waited) override {
+    log_->Add("stream_wait " + op_);
+    *host_waited = false;
+    status_ = inner_->Wait(deadline);
+    finished_ = true;
+    return Status::Ok();
+  }
+  Status Wait(Deadline deadline) override {
+    log_->Add("wait " + op_);
+    return finished_ ? status_ : inner_->Wait(deadline);
+  }
+
+ private:
+  std::unique_ptr<CommHandle> inner_;
+  CallLog* log_;
+  const std::string op_;
+  bool finished_ = false;
+  Status status_;
+};
+
+// Forwards to another ShardComm, counting the collectives. With a `log`, it plays a comm whose
+// collectives complete on a device stream (StreamOrderedHandle) and logs every call.
 class CountingComm final : public ShardComm {
  public:
-  explicit CountingComm(ShardComm* inner) : inner_(inner) {}
+  explicit CountingComm(ShardComm* inner, CallLog* log = nullptr) : inner_(inner), log_(log) {}
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
   bool TakesDeviceMemory() const override { return inner_->TakesDeviceMemory(); }
   std::unique_ptr<CommHandle> ReduceScatterV(const float* in, float* out,
                                              std::vector<int64_t> counts) override {
     ++calls;
-    return inner_->ReduceScatterV(in, out, std::move(counts));
+    return Logged(inner_->ReduceScatterV(in, out, std::move(counts)), "reduce_scatter");
   }
   std::unique_ptr<CommHandle> AllGatherV(const float* in, float* out,
                                          std::vector<int64_t> counts) override {
     ++calls;
-    return inner_->AllGatherV(in, out, std::move(counts));
+    return Logged(inner_->AllGatherV(in, out, std::move(counts)), "all_gather");
   }
   std::unique_ptr<CommHandle> AllReduce(float* data, int64_t count) override {
     ++calls;
-    return inner_->AllReduce(data, count);
+    return Logged(inner_->AllReduce(data, count), "all_reduce");
   }
   std::atomic<int> calls{0};
 
  private:
+  std::unique_ptr<CommHandle> Logged(std::unique_ptr<CommHandle> handle, const std::string& op) {
+    if (log_ == nullptr) return handle;
+    log_->Add("issue " + op);
+    return std::make_unique<StreamOrderedHandle>(std::move(handle), log_, op);
+  }
   ShardComm* inner_;
+  CallLog* log_;
 };
 
 struct KdStepCluster {
@@ -67,15 +114,20 @@ struct KdStepCluster {
   std::shared_ptr<testing::ThreadShardGroup> group;
   std::vector<std::unique_ptr<testing::ThreadShardComm>> comms;
   std::vector<std::unique_ptr<CountingComm>> counting;
+  std::vector<std::unique_ptr<CallLog>> logs;  // per rank; empty unless stream_ordered
   std::vector<std::unique_ptr<KdStep>> steps;
 
   // `make_plan` maps the flat parameter count to the plan (default: even, 64-aligned).
+  // `stream_ordered`: every rank's comm completes "on a device stream" and logs its calls.
   KdStepCluster(int world, const KdStepOptions& options, uint64_t student_seed = 7,
-                const std::function<ShardPlan(int64_t)>& make_plan = nullptr) {
+                const std::function<ShardPlan(int64_t)>& make_plan = nullptr,
+                bool stream_ordered = false) {
     group = std::make_shared<testing::ThreadShardGroup>(world);
     for (int r = 0; r < world; ++r) {
       comms.push_back(std::make_unique<testing::ThreadShardComm>(group, r));
-      counting.push_back(std::make_unique<CountingComm>(comms.back().get()));
+      if (stream_ordered) logs.push_back(std::make_unique<CallLog>());
+      counting.push_back(std::make_unique<CountingComm>(
+          comms.back().get(), stream_ordered ? logs.back().get() : nullptr));
       auto teacher = MustMake(MakeVit(TinyVit(24, 2), 1));
       auto student = MustMake(MakeVit(TinyVit(16, 2), student_seed));
       const int64_t numel = FlatParameterCount(*student);
