@@ -88,10 +88,14 @@ def check_job_spec(spec, messages):
         errors.append("exactly one of steps or epochs must be positive")
     if not _positive(spec.get("global_batch")):
         errors.append("global_batch: must be positive")
-    for role in ("teacher", "student"):
+    for role, sources in (("teacher", ("preset", "torchscript_path", "exported_path")),
+                          ("student", ("preset", "torchscript_path"))):
         model = spec.get(role) or {}
-        if bool(model.get("preset")) == bool(model.get("torchscript_path")):
-            errors.append(f"{role}: set exactly one of preset or torchscript_path")
+        if role == "student" and model.get("exported_path"):
+            errors.append("student.exported_path: an exported package is forward-only and "
+                          "cannot be trained")
+        elif sum(bool(model.get(k)) for k in sources) != 1:
+            errors.append(f"{role}: set exactly one of {', '.join(sources[:-1])} or {sources[-1]}")
     kinds = ["fashion-mnist", "image-folder", "synthetic"]
     if (spec.get("dataset") or {}).get("kind") not in kinds:
         errors.append(f"dataset.kind: must be one of {', '.join(kinds)}")
