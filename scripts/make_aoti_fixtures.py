@@ -18,6 +18,7 @@
 """
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import shutil
@@ -30,10 +31,21 @@ import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
-from retort import export  # noqa: E402
 from make_trainer_fixtures import FashionCnn, write_safetensors  # noqa: E402
+
+
+def load_export_module():
+    # By file: the checkout's python/retort/export.py, whatever `retort` package an environment
+    # has installed.
+    path = os.path.join(HERE, "..", "python", "retort", "export.py")
+    spec = importlib.util.spec_from_file_location("retort_export", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+export = load_export_module()
 
 
 def read_idx(path):
