@@ -8,22 +8,14 @@
 namespace retort::models {
 
 struct ModelSpec {
-  // Exactly one of these three is set.
+  // Exactly one of these two is set.
   std::string preset;            // a built-in ViT preset (the table in vit_presets.h)
   std::string torchscript_path;  // a TorchScript file exported from PyTorch
-  std::string exported_path;     // an AOTInductor package (.pt2): forward-only, teachers only
   // Initial weights (safetensors or a retort checkpoint) under PyTorch's state_dict() names;
   // empty: built-in models are initialised from the seed, TorchScript models keep theirs.
-  // Not with exported_path (a package carries its weights).
   std::string weights_path;
   // Load weights_path even when it lacks some of the model's tensors or holds extra ones.
   bool allow_partial_weights = false;
 };
-
-// Which of the sources above `spec` sets (0 to 3): exactly one is valid.
-inline int ModelSourceCount(const ModelSpec& spec) {
-  return int{!spec.preset.empty()} + int{!spec.torchscript_path.empty()} +
-         int{!spec.exported_path.empty()};
-}
 
 }  // namespace retort::models

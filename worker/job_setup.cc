@@ -17,13 +17,13 @@
 namespace retort::worker {
 
 bool HasTeacher(const v1::JobSpec& job) {
-  return models::ModelSourceCount(ToModelSpec(job.teacher())) > 0;
+  const auto& t = job.teacher();
+  return !t.preset().empty() || !t.torchscript_path().empty() || !t.exported_path().empty();
 }
 
 models::ModelSpec ToModelSpec(const v1::ModelSpec& m) {
   return {.preset = m.preset(),
           .torchscript_path = m.torchscript_path(),
-          .exported_path = m.exported_path(),
           .weights_path = m.weights_path(),
           .allow_partial_weights = m.allow_partial_weights()};
 }

@@ -20,7 +20,8 @@ namespace retort::worker {
 // True when the job distils from a teacher; false for plain supervised training of the student
 // (no teacher in the spec), which is how a teacher itself is trained.
 bool HasTeacher(const v1::JobSpec& job);
-// The job spec's model as the trainer's plain struct (field for field).
+// The job spec's model as the trainer's plain struct (field for field; an exported package is
+// not one: LoadExportedTeacher in exported_teacher.h loads it).
 models::ModelSpec ToModelSpec(const v1::ModelSpec& model);
 // Model FLOPs of one training sample of the job (trainer/model_flops.h): the student's forward
 // and backward plus the teacher's forward; 0 when a model is not a built-in ViT preset.

@@ -21,6 +21,7 @@
 #include "trainer/cpu_runtime.h"
 #include "trainer/data/batch.h"
 #include "trainer/kd_step.h"
+#include "trainer/models/aoti_model.h"
 #include "trainer/models/model.h"
 #include "trainer/safetensors.h"
 #include "trainer/testing/thread_shard_comm.h"
@@ -29,11 +30,15 @@ namespace rt = retort::trainer;
 
 namespace {
 
-retort::StatusOr<retort::models::ModelSpec> ParseSpec(const std::string& text) {
+// Builds the model a spec names (seed: of a preset's initialisation; exported packages load on
+// `device`).
+retort::StatusOr<std::unique_ptr<rt::Model>> BuildFromSpec(const std::string& text, uint64_t seed,
+                                                           torch::Device device) {
   const size_t colon = text.find(':');
   if (colon == std::string::npos)
     return retort::InvalidArgumentError("model spec '" + text + "': expected KIND:VALUE");
   const std::string kind = text.substr(0, colon), value = text.substr(colon + 1);
+  if (kind == "exported") return rt::LoadExportedModel(value, device);
   retort::models::ModelSpec spec;
   if (kind == "preset") {
     const size_t at = value.find('@');
@@ -41,13 +46,11 @@ retort::StatusOr<retort::models::ModelSpec> ParseSpec(const std::string& text) {
     if (at != std::string::npos) spec.weights_path = value.substr(at + 1);
   } else if (kind == "torchscript") {
     spec.torchscript_path = value;
-  } else if (kind == "exported") {
-    spec.exported_path = value;
   } else {
     return retort::InvalidArgumentError("model spec '" + text +
                                         "': kind is not preset, torchscript or exported");
   }
-  return spec;
+  return rt::BuildModel(spec, seed);
 }
 
 double Median(std::vector<double> v) {
@@ -112,8 +115,7 @@ int main(int argc, char** argv) {
   for (const std::string& entry : teachers) {
     const size_t eq = entry.find('=');
     const std::string label = entry.substr(0, eq);
-    auto spec = ParseSpec(entry.substr(eq + 1));
-    auto teacher = spec.ok() ? rt::BuildModel(*spec, 1) : spec.status();
+    auto teacher = BuildFromSpec(entry.substr(eq + 1), 1, device);
     if (!teacher.ok()) {
       std::cerr << label << ": " << teacher.status() << "\n";
       return 1;
@@ -131,8 +133,7 @@ int main(int argc, char** argv) {
     }
     double step_median = 0, teacher_phase = 0;
     if (!student_text.empty()) {
-      auto student_spec = ParseSpec(student_text);
-      auto student = student_spec.ok() ? rt::BuildModel(*student_spec, 2) : student_spec.status();
+      auto student = BuildFromSpec(student_text, 2, device);
       if (!student.ok()) {
         std::cerr << "student: " << student.status() << "\n";
         return 1;

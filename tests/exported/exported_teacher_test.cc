@@ -70,10 +70,11 @@ class ExportedTeacherTest : public ::testing::Test {
 std::string* ExportedTeacherTest::fixture_ = nullptr;
 trainer::data::FashionMnistDataset* ExportedTeacherTest::test_ = nullptr;
 
-#define EXPECT_REFUSED(status, code, fragment, file)                                  \
+// `status` has `want` as its code and names `file` and `fragment` in its message.
+#define EXPECT_REFUSED(status, want, fragment, file)                                  \
   do {                                                                                \
     const Status s_ = (status);                                                       \
-    EXPECT_EQ(s_.code(), code) << s_;                                                 \
+    EXPECT_EQ(s_.code(), want) << s_;                                                 \
     EXPECT_NE(s_.message().find(fragment), std::string::npos) << s_;                  \
     EXPECT_NE(s_.message().find(file), std::string::npos) << "names no file: " << s_; \
   } while (0)

@@ -5,31 +5,20 @@
 
 #include <map>
 
-#include "trainer/models/aoti_model.h"
 #include "trainer/models/vit.h"
 #include "trainer/safetensors.h"
 
 namespace retort::trainer {
 
 StatusOr<std::unique_ptr<Model>> BuildModel(const models::ModelSpec& spec, uint64_t seed) {
-  if (models::ModelSourceCount(spec) != 1)
+  if (spec.preset.empty() == spec.torchscript_path.empty())
     return InvalidArgumentError("model spec: set exactly one of preset ('" + spec.preset +
-                                "'), torchscript_path ('" + spec.torchscript_path +
-                                "') or exported_path ('" + spec.exported_path + "')");
+                                "') or torchscript_path ('" + spec.torchscript_path + "')");
   std::unique_ptr<Model> model;
   if (!spec.preset.empty()) {
     RETORT_ASSIGN_OR_RETURN(model, MakeVitPreset(spec.preset, seed));
-  } else if (!spec.torchscript_path.empty()) {
-    RETORT_ASSIGN_OR_RETURN(model, LoadTorchScriptModel(spec.torchscript_path));
   } else {
-    if (!spec.weights_path.empty())
-      return InvalidArgumentError("exported model " + spec.exported_path +
-                                  " carries its weights: weights_path (" + spec.weights_path +
-                                  ") does not apply");
-    // Loaded on the device kind it was compiled for (a GPU package on the current GPU).
-    RETORT_ASSIGN_OR_RETURN(const std::string kind, ExportedPackageDeviceKind(spec.exported_path));
-    return LoadExportedModel(spec.exported_path,
-                             kind == "cuda" ? torch::Device(torch::kCUDA) : torch::Device("cpu"));
+    RETORT_ASSIGN_OR_RETURN(model, LoadTorchScriptModel(spec.torchscript_path));
   }
   if (!spec.weights_path.empty())
     RETORT_RETURN_IF_ERROR(LoadModelSafetensors(*model, spec.weights_path,

@@ -35,15 +35,14 @@ class Model {
   // layouts prepared once, e.g. GEMM operands packed on the first forward. Irreversible.
   virtual void Freeze() {}
   virtual void To(torch::Device device) = 0;
-  // "vit:fm-student", "torchscript:/path/model.pt", "exported:/path/model.pt2", ...
+  // "vit:fm-student", "torchscript:/path/model.pt", ...
   virtual std::string Describe() const = 0;
 };
 
 // Builds the model `spec` names: a built-in ViT preset (models/vit_presets.h), initialised from
-// `seed`, a TorchScript file, or an exported AOTInductor package (aoti_model.h; loaded on the
-// device kind it was compiled for, forward-only); then loads spec.weights_path when set (e.g. a
-// pretrained teacher exported by ExportModelSafetensors or from PyTorch/timm with the same
-// names; not with an exported package). INVALID_ARGUMENT unless exactly one source is set.
+// `seed`, or a TorchScript file; then loads spec.weights_path when set (e.g. a pretrained
+// teacher exported by ExportModelSafetensors or from PyTorch/timm with the same names).
+// INVALID_ARGUMENT unless exactly one of preset and torchscript_path is set.
 StatusOr<std::unique_ptr<Model>> BuildModel(const models::ModelSpec& spec, uint64_t seed);
 
 // Loads a TorchScript module (torch.jit.trace/script output). Its parameters are trainable.
