@@ -8,8 +8,6 @@
 //       --teacher vit_torchscript=torchscript:t.pt --teacher vit_exported=exported:t.pt2
 //
 // Model specs: preset:NAME[@WEIGHTS.safetensors] | torchscript:PATH | exported:PATH.
-// --write-preset-weights PRESET=PATH writes the preset's weights (seed 1) and exits: the
-// weights the other two formats are exported with.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -23,7 +21,6 @@
 #include "trainer/kd_step.h"
 #include "trainer/models/aoti_model.h"
 #include "trainer/models/model.h"
-#include "trainer/safetensors.h"
 #include "trainer/testing/thread_shard_comm.h"
 
 namespace rt = retort::trainer;
@@ -66,7 +63,7 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> teachers;
-  std::string student_text, write_weights, shape_text = "1,28,28", device_text = "cpu";
+  std::string student_text, shape_text = "1,28,28", device_text = "cpu";
   int64_t batch = 128, threads = 2, warmup = 2, reps = 10, steps = 10, classes = 10;
   retort::ArgParser args("exported_teacher_bench [flags]",
                          "Teacher forward and KD step per teacher format, CPU, JSON lines.");
@@ -80,19 +77,9 @@ int main(int argc, char** argv) {
   args.AddInt("warmup", &warmup, "untimed forwards and steps first");
   args.AddInt("reps", &reps, "timed forwards");
   args.AddInt("steps", &steps, "timed KD steps");
-  args.AddString("write-preset-weights", &write_weights, "PRESET=PATH: write and exit");
   if (auto code = args.ParseOrExitCode(argc, argv, "exported_teacher_bench")) return *code;
   rt::ConfigureCpuRuntime(static_cast<int>(threads));
 
-  if (!write_weights.empty()) {
-    const size_t eq = write_weights.find('=');
-    auto model = rt::BuildModel({.preset = write_weights.substr(0, eq)}, 1);
-    retort::Status s = model.ok()
-                           ? rt::ExportModelSafetensors(**model, write_weights.substr(eq + 1))
-                           : model.status();
-    if (!s.ok()) std::cerr << s << "\n";
-    return s.ok() ? 0 : 1;
-  }
   std::vector<int64_t> shape = {batch};
   for (size_t pos = 0; pos <= shape_text.size();) {
     const size_t comma = std::min(shape_text.find(',', pos), shape_text.size());

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Teacher formats side by side, one run (bench/trainer/RESULTS.md): exports the built-in ViT
-# preset's weights and a torchvision ResNet-18 as AOTInductor packages and TorchScript, then runs
+# Teacher formats side by side, one run (bench/trainer/RESULTS.md): exports a ViT of the built-in
+# preset's shape (its weights also loaded into the preset) and a torchvision ResNet-18 as
+# AOTInductor packages and TorchScript (export_bench_teachers.py; files already in OUT_DIR are
+# kept), then runs
 # exported_teacher_bench on them and prints its JSON lines and a summary line (speedups of the
 # exported teacher over TorchScript).
 # Usage: run_exported_teacher_bench.sh BUILD_DIR [OUT_DIR]
@@ -20,8 +22,7 @@ preset=${VIT_PRESET:-fm-teacher}
 config=${VIT_CONFIG:-28,1,4,192,6,3,10}
 bench=$build/bench/trainer/exported_teacher_bench
 mkdir -p "$out"
-"$bench" --write-preset-weights "$preset=$out/vit.safetensors"
-"$python" "$root/bench/trainer/export_bench_teachers.py" "$out" "$out/vit.safetensors" "$config" \
+"$python" "$root/bench/trainer/export_bench_teachers.py" "$out" "$config" \
   --resnet-image "$image" --device "$device" >&2
 vit_shape=$(cut -d, -f2 <<<"$config"),$(cut -d, -f1 <<<"$config"),$(cut -d, -f1 <<<"$config")
 vit_classes=$(cut -d, -f7 <<<"$config")
