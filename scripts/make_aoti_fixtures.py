@@ -133,7 +133,7 @@ def make(out, fm_root):
     export_fixed_batch(linear, os.path.join(out, "fm_fixed_batch.pt2"), 4)
     program = torch.export.export(
         Linear(unsqueeze=True).eval(), (torch.randn(2, 1, 28, 28),),
-        dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=export.MAX_BATCH)},))
+        dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=export.MAX_BATCH)},))
     torch._inductor.aoti_compile_and_package(program,
                                              package_path=os.path.join(out, "fm_bad_output.pt2"))
     with_device_kind(os.path.join(out, "fm_untrained.pt2"), os.path.join(out, "fm_cuda_kind.pt2"),

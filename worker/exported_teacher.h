@@ -6,7 +6,8 @@
 //   {"format": "retort.exported/1", "input_shape": [C, H, W],
 //    "normalization": {"mean": [...], "std": [...]} or null (not stated),
 //    "num_classes": N, "torch_version": "2.15.0+cu132", "device": "cpu" | "cuda",
-//    "batch": {"min": 1, "max": 4096}, "model": "resnet18"}
+//    "batch": {"min": 2, "max": 4096}, "model": "resnet18"}
+// (torch.export specialises batch sizes 0 and 1: a package takes batches from 2.)
 //
 // Refused (before any training step):
 //   - a missing or unreadable sidecar, or one in another format (INVALID_ARGUMENT);

@@ -10,7 +10,7 @@ OUT.json, the sidecar the worker checks before training:
     {"format": "retort.exported/1", "input_shape": [C, H, W],
      "normalization": {"mean": [...], "std": [...]} or null,
      "num_classes": N, "torch_version": "...", "device": "cpu" | "cuda",
-     "batch": {"min": 1, "max": 4096}, "model": "..."}
+     "batch": {"min": 2, "max": 4096}, "model": "..."}
 
 Point the job spec's teacher at OUT (`teacher: {exported_path: OUT}`). The package runs only on
 the device kind it was compiled for and only under the PyTorch release that compiled it.
@@ -51,6 +51,25 @@ def sidecar_path(out):
     return out + ".json"
 
 
+def check_package(out, input_shape, device="cpu", batches=(2, 64)):
+    """Runs the package at `out` at each batch size of `batches` with its input checks on and
+    raises ValueError naming the file when one is refused or returns other than
+    [batch, num_classes]: what the workers would refuse. (Seen on PyTorch 2.15: a ResNet-18
+    exported with a batch range of [1, 4096] was compiled with [2, 15].)"""
+    # Read by each package's kernels once, at their first run: set before loading.
+    os.environ.setdefault("AOTI_RUNTIME_CHECK_INPUTS", "1")
+    runner = torch._inductor.aoti_load_package(out)
+    for n in batches:
+        try:
+            with torch.no_grad():
+                logits = runner(torch.zeros(n, *input_shape, device=device))
+        except Exception as e:  # noqa: BLE001 (the loader raises RuntimeError and others)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"{out}: the compiled package refuses a batch of {n}: {first}")
+        if logits.dim() != 2 or logits.shape[0] != n:
+            raise ValueError(f"{out}: returns {tuple(logits.shape)} for a batch of {n}")
+
+
 def export_teacher(model, input_shape, out, device="cpu", normalization="imagenet",
                    example_batch=2, max_batch=MAX_BATCH, name=None):
     """Exports `model` (an nn.Module, a torchvision name or "module:factory") for inputs
@@ -81,11 +100,13 @@ def export_teacher(model, input_shape, out, device="cpu", normalization="imagene
             logits.shape[0] != example_batch:
         shape = getattr(logits, "shape", type(logits).__name__)
         raise ValueError(f"the model must return logits [batch, num_classes], got {shape}")
-    batch = torch.export.Dim("batch", min=1, max=max_batch)
+    # From 2: torch.export specialises sizes 0 and 1, so a package never takes a batch of 1.
+    batch = torch.export.Dim("batch", min=2, max=max_batch)
     with torch.no_grad():
         program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     torch._inductor.aoti_compile_and_package(program, package_path=out)
+    check_package(out, input_shape, device, batches=(2, min(64, max_batch)))
     sidecar = {
         "format": FORMAT,
         "input_shape": input_shape,
@@ -93,7 +114,7 @@ def export_teacher(model, input_shape, out, device="cpu", normalization="imagene
         "num_classes": int(logits.shape[1]),
         "torch_version": torch.__version__,
         "device": device.type,
-        "batch": {"min": 1, "max": max_batch},
+        "batch": {"min": 2, "max": max_batch},
         "model": name or type(model).__name__,
     }
     with open(sidecar_path(out), "w") as f:
