@@ -11,7 +11,7 @@
         resnet18_io.safetensors  "images" [64,3,64,64] and PyTorch eager "logits" on them
         fm_teacher.pt2      Fashion-MNIST CNN (1x28x28 -> 10) trained briefly (top-1 ~0.8)
         fm_teacher.pt       the same weights as TorchScript (torch.jit.script)
-        fm_untrained.pt2    a linear Fashion-MNIST model at its initialisation (chance level)
+        fm_untrained.pt2    a linear Fashion-MNIST model with zero weights (chance level)
         fm_fixed_batch.pt2  the linear model exported with a fixed batch of 4 (sidecar as usual)
         fm_bad_output.pt2   the linear model returning [batch, 10, 1]; sidecar as for logits
         fm_cuda_kind.pt2    fm_untrained.pt2 whose metadata says it was compiled for cuda
@@ -128,6 +128,9 @@ def make(out, fm_root):
 
     torch.manual_seed(0)
     linear = Linear()
+    with torch.no_grad():  # equal logits for every image: top-1 exactly chance (1/10)
+        linear.fc.weight.zero_()
+        linear.fc.bias.zero_()
     sidecar = export.export_teacher(linear, [1, 28, 28], os.path.join(out, "fm_untrained.pt2"),
                                     normalization="fashion-mnist", name="fm-linear")
     export_fixed_batch(linear, os.path.join(out, "fm_fixed_batch.pt2"), 4)
