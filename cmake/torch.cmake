@@ -62,10 +62,12 @@ foreach(name ${_retort_torch_names})
     message(FATAL_ERROR "LibTorch at ${RETORT_TORCH_ROOT} has no lib${name}.so (for a CPU-only "
                         "LibTorch with a CUDA toolkit installed, configure with -DRETORT_WITH_CUDA=OFF)")
   endif()
-  if(name MATCHES "cuda")
+  if(name MATCHES "cuda" OR name STREQUAL "torch")
     # Nothing of ours calls into these directly, but loading them is what registers LibTorch's
     # CUDA backend (torch::cuda::device_count() is 0 without them): keep them past --as-needed,
-    # the linker default of Debian's and Ubuntu's compilers.
+    # the linker default of Debian's and Ubuntu's compilers. libtorch.so likewise: the kernels of
+    # an exported (AOTInductor) teacher that trainer/models/aoti_model.cc dlopens name it as a
+    # dependency without a search path, found only when the process has it loaded already.
     list(APPEND _retort_torch_libs "-Wl,--no-as-needed,${_retort_torch_lib}" "-Wl,--as-needed")
   else()
     list(APPEND _retort_torch_libs "${_retort_torch_lib}")

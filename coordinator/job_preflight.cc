@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "coordinator/job_spec.h"
 #include "models/vit_presets.h"
 
 namespace retort::coordinator {
@@ -36,12 +37,16 @@ void CheckLocalPath(const std::string& field, const std::string& path, bool want
 void CheckModelPaths(const std::string& field, const v1::ModelSpec& m,
                      std::vector<std::string>* problems) {
   CheckLocalPath(field + ".torchscript_path", m.torchscript_path(), false, problems);
+  CheckLocalPath(field + ".exported_path", m.exported_path(), false, problems);
+  if (!m.exported_path().empty())  // and the JSON sidecar beside the package
+    CheckLocalPath(field + ".exported_path's sidecar", m.exported_path() + ".json", false,
+                   problems);
   CheckLocalPath(field + ".weights_path", m.weights_path(), false, problems);
 }
 
 void CheckImageSize(const std::string& field, const v1::ModelSpec& m, int64_t image_size,
                     std::vector<std::string>* problems) {
-  if (m.preset().empty()) return;  // TorchScript models: their input size is theirs to check
+  if (m.preset().empty()) return;  // TorchScript/exported: their input size is theirs to check
   const models::VitPresetShape* shape = models::FindVitPresetShape(m.preset());
   if (shape == nullptr) return;  // ValidateJobSpec names unknown presets
   const std::string preset = field + ".preset '" + m.preset() + "'";
@@ -62,8 +67,7 @@ void CheckImageSize(const std::string& field, const v1::ModelSpec& m, int64_t im
 std::vector<std::string> PreflightProblems(const v1::JobSpec& job,
                                            const PreflightOptions& options) {
   std::vector<std::string> problems;
-  const bool has_teacher =
-      !job.teacher().preset().empty() || !job.teacher().torchscript_path().empty();
+  const bool has_teacher = HasTeacher(job);
   if (options.check_paths) {
     const auto& d = job.dataset();
     if (d.kind() == "fashion-mnist")

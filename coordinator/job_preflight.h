@@ -3,8 +3,8 @@
 // at once with the field and value named (retort-coordinator exits 2), instead of failing later.
 //
 // Checked:
-//   - dataset.path (fashion-mnist, image-folder), teacher/student.weights_path and
-//     torchscript_path exist on the coordinator's host, when they are local paths (not URLs).
+//   - dataset.path (fashion-mnist, image-folder), teacher/student.weights_path,
+//     torchscript_path and exported_path (with its <path>.json sidecar) exist on the coordinator's host, when they are local paths (not URLs).
 //     Off with PreflightOptions.check_paths = false for setups where the coordinator cannot see
 //     the workers' files (a Kubernetes coordinator pod without the dataset volume).
 //   - For built-in ViT presets: dataset.image_size is divisible by the preset's patch size and

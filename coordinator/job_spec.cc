@@ -14,9 +14,26 @@
 namespace retort::coordinator {
 namespace {
 
-Status ValidateModel(const v1::ModelSpec& m, const std::string& field) {
-  if (m.preset().empty() == m.torchscript_path().empty())
-    return InvalidArgumentError(field + ": set exactly one of preset or torchscript_path");
+int SourceCount(const v1::ModelSpec& m) {
+  return int{!m.preset().empty()} + int{!m.torchscript_path().empty()} +
+         int{!m.exported_path().empty()};
+}
+
+// `teacher`: the model is only run forward, so an exported (AOTInductor) package may give it.
+Status ValidateModel(const v1::ModelSpec& m, const std::string& field, bool teacher) {
+  if (!teacher && !m.exported_path().empty())
+    return InvalidArgumentError(
+        field +
+        ".exported_path: an exported package is forward-only and cannot be trained; "
+        "give the student as a preset or torchscript_path");
+  if (SourceCount(m) != 1)
+    return InvalidArgumentError(
+        field + (teacher ? ": set exactly one of preset, torchscript_path or exported_path"
+                         : ": set exactly one of preset or torchscript_path"));
+  if (!m.exported_path().empty() && !m.weights_path().empty())
+    return InvalidArgumentError(field +
+                                ".weights_path: an exported package carries its weights; export "
+                                "the model with them instead (python -m retort.export)");
   if (!m.preset().empty() && models::FindVitPresetShape(m.preset()) == nullptr)
     return InvalidArgumentError(field + ".preset: unknown preset '" + m.preset() +
                                 "' (known: " + models::VitPresetNameList() + ")");
@@ -58,6 +75,8 @@ constexpr double kHuge = 1e6;
 
 }  // namespace
 
+bool HasTeacher(const v1::JobSpec& s) { return SourceCount(s.teacher()) > 0; }
+
 void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) {
   // A field gets its default only when the text left it out (or, for a spec built in code,
   // when it is 0/empty): an explicitly written value is kept and validated.
@@ -87,8 +106,7 @@ void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) 
   if (o->eps() == 0 && absent("optimizer.eps")) o->set_eps(1e-8);
   auto* kd = s->mutable_distillation();
   if (kd->temperature() == 0 && absent("distillation.temperature")) kd->set_temperature(4.0);
-  const bool has_teacher =
-      !s->teacher().preset().empty() || !s->teacher().torchscript_path().empty();
+  const bool has_teacher = HasTeacher(*s);
   if (!kd->has_alpha()) kd->set_alpha(has_teacher ? 0.5 : 0.0);
   auto* e = s->mutable_elastic();
   if (e->min_workers() == 0 && absent("elastic.min_workers")) e->set_min_workers(1);
@@ -104,13 +122,13 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec) { ApplyJobSpecDefaults(spec, nullpt
 
 Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(Range(!s.name().empty(), "name", "must not be empty"));
-  const bool has_teacher = !s.teacher().preset().empty() || !s.teacher().torchscript_path().empty();
+  const bool has_teacher = HasTeacher(s);
   if (has_teacher || !s.teacher().weights_path().empty())
-    RETORT_RETURN_IF_ERROR(ValidateModel(s.teacher(), "teacher"));
+    RETORT_RETURN_IF_ERROR(ValidateModel(s.teacher(), "teacher", /*teacher=*/true));
   if (!has_teacher && s.distillation().alpha() != 0)
     return InvalidArgumentError(
         "distillation.alpha: must be 0 without a teacher (supervised training)");
-  RETORT_RETURN_IF_ERROR(ValidateModel(s.student(), "student"));
+  RETORT_RETURN_IF_ERROR(ValidateModel(s.student(), "student", /*teacher=*/false));
   const auto& d = s.dataset();
   static const std::set<std::string> kinds = {"fashion-mnist", "image-folder", "synthetic"};
   RETORT_RETURN_IF_ERROR(

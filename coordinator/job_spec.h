@@ -25,6 +25,9 @@ void ApplyJobSpecDefaults(v1::JobSpec* spec);
 void ApplyJobSpecDefaults(v1::JobSpec* spec, const std::set<std::string>* written);
 // Checks ranges and cross-field rules; the message names the field ("optimizer.lr: ...").
 Status ValidateJobSpec(const v1::JobSpec& spec);
+// True when the spec names a teacher (a preset, TorchScript file or exported package): a KD
+// job; false for supervised training of the student.
+bool HasTeacher(const v1::JobSpec& spec);
 // The spec as JSON (for logs and `retortctl status --json`).
 std::string JobSpecToJson(const v1::JobSpec& spec);
 

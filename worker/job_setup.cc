@@ -17,7 +17,8 @@
 namespace retort::worker {
 
 bool HasTeacher(const v1::JobSpec& job) {
-  return !job.teacher().preset().empty() || !job.teacher().torchscript_path().empty();
+  const auto& t = job.teacher();
+  return !t.preset().empty() || !t.torchscript_path().empty() || !t.exported_path().empty();
 }
 
 models::ModelSpec ToModelSpec(const v1::ModelSpec& m) {
@@ -32,7 +33,7 @@ double ModelFlopsPerSample(const v1::JobSpec& job) {
   auto student = trainer::VitPreset(job.student().preset());
   if (!student.ok()) return 0;
   if (!HasTeacher(job)) return trainer::KdTrainingFlopsPerSample(*student, nullptr);
-  if (!job.teacher().torchscript_path().empty()) return 0;
+  if (job.teacher().preset().empty()) return 0;  // TorchScript or exported
   auto teacher = trainer::VitPreset(job.teacher().preset());
   if (!teacher.ok()) return 0;
   return trainer::KdTrainingFlopsPerSample(*student, &*teacher);
@@ -160,7 +161,10 @@ Status CheckTeacherBeatsChance(const v1::JobSpec& job, trainer::Model& teacher,
                                const trainer::data::Dataset& test) {
   constexpr int64_t kSamples = 512;
   constexpr double kTimesChance = 1.5;
-  const std::string& weights = job.teacher().weights_path();
+  // The file the teacher's weights came from: weights_path, or the exported package that
+  // carries them.
+  const std::string& weights = job.teacher().weights_path().empty() ? job.teacher().exported_path()
+                                                                    : job.teacher().weights_path();
   if (weights.empty() || !job.evaluate() || test.size() == 0 || test.num_classes() < 2)
     return Status::Ok();
   RETORT_ASSIGN_OR_RETURN(auto batches,

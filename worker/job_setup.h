@@ -20,7 +20,8 @@ namespace retort::worker {
 // True when the job distils from a teacher; false for plain supervised training of the student
 // (no teacher in the spec), which is how a teacher itself is trained.
 bool HasTeacher(const v1::JobSpec& job);
-// The job spec's model as the trainer's plain struct (field for field).
+// The job spec's model as the trainer's plain struct (field for field; an exported package is
+// not one: LoadExportedTeacher in exported_teacher.h loads it).
 models::ModelSpec ToModelSpec(const v1::ModelSpec& model);
 // Model FLOPs of one training sample of the job (trainer/model_flops.h): the student's forward
 // and backward plus the teacher's forward; 0 when a model is not a built-in ViT preset.
@@ -49,7 +50,7 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
                                                       int64_t begin, int64_t end);
-// Evaluates a teacher loaded from weights_path on the first 512 samples of `test` and refuses
+// Evaluates a teacher loaded from weights_path or exported_path on the first 512 samples of `test` and refuses
 // it (FAILED_PRECONDITION naming the file and the figures) when its top-1 is below 1.5x chance,
 // unless distillation.allow_untrained_teacher. OK without a teacher, weights or evaluation.
 Status CheckTeacherBeatsChance(const v1::JobSpec& job, trainer::Model& teacher,

@@ -21,6 +21,7 @@
 #include "trainer/sharded_adamw.h"
 #include "worker/coordinator_bootstrap_store.h"
 #include "worker/data_plane.h"
+#include "worker/exported_teacher.h"
 #include "worker/job_result.h"
 #include "worker/job_setup.h"
 #include "worker/worker_device.h"
@@ -86,7 +87,7 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   job_ = job;
   int threads = options_.threads > 0 ? options_.threads : std::max(1, job.threads_per_worker());
   trainer::ConfigureCpuRuntime(threads);
-  if (HasTeacher(job)) {
+  if (HasTeacher(job) && job.teacher().exported_path().empty()) {
     RETORT_ASSIGN_OR_RETURN(teacher_, BuildModel(job.teacher(), job.seed()));
   }
   RETORT_ASSIGN_OR_RETURN(student_, BuildModel(job.student(), job.seed() + 1));
@@ -96,6 +97,10 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
     device_peak_flops_ = trainer::PeakBf16FlopsForDevice(trainer::CudaDeviceName(cuda));
   RETORT_ASSIGN_OR_RETURN(train_set_, OpenDataset(job, /*train=*/true));
   RETORT_ASSIGN_OR_RETURN(test_set_, OpenDataset(job, /*train=*/false));
+  // An exported teacher is checked against this worker's device and the dataset, then loaded.
+  if (!job.teacher().exported_path().empty()) {
+    RETORT_ASSIGN_OR_RETURN(teacher_, LoadExportedTeacher(job, options_.device, *test_set_));
+  }
   if (teacher_) RETORT_RETURN_IF_ERROR(CheckTeacherBeatsChance(job, *teacher_, *test_set_));
   RETORT_ASSIGN_OR_RETURN(const int decode_device, ResolveDecodeDevice(job, options_.device));
   if (decode_device >= 0)

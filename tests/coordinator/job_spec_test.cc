@@ -74,7 +74,18 @@ TEST(JobSpecTest, MalformedSpecsGetPreciseErrors) {
               "unknown preset 'vit-huge'");
   ExpectError(
       "teacher: {preset: fm-teacher, torchscript_path: /x.pt}\nstudent: {preset: fm-student}\n",
-      "exactly one of preset or torchscript_path");
+      "exactly one of preset, torchscript_path or exported_path");
+  // Exported (AOTInductor) packages: teachers only, and they carry their weights.
+  ExpectError("teacher: {preset: fm-teacher}\nstudent: {exported_path: /s.pt2}\n",
+              "student.exported_path: an exported package is forward-only");
+  ExpectError(
+      "teacher: {exported_path: /t.pt2, torchscript_path: /t.pt}\n"
+      "student: {preset: fm-student}\n",
+      "teacher: set exactly one of preset, torchscript_path or exported_path");
+  ExpectError(
+      "teacher: {exported_path: /t.pt2, weights_path: /w.safetensors}\n"
+      "student: {preset: fm-student}\n",
+      "teacher.weights_path: an exported package carries its weights");
   ExpectError(models + "dataset: {kind: imagenet}\n", "dataset.kind");
   ExpectError(models + "precision: fp8\n", "precision");
 }
@@ -133,7 +144,7 @@ TEST(JobSpecTest, TableOfBadValuesIsRefusedNamingTheField) {
       {"teacher: {preset: vit-huge}\nstudent: {preset: fm-student}\n",
        "teacher.preset: unknown preset 'vit-huge'", true},
       {"teacher: {preset: fm-teacher, torchscript_path: /x.pt}\nstudent: {preset: fm-student}\n",
-       "teacher: set exactly one of preset or torchscript_path", true},
+       "teacher: set exactly one of preset, torchscript_path or exported_path", true},
       {"teacher: {preset: \"\"}\nstudent: {preset: fm-student}\n", "teacher.preset: empty string",
        true},
       {"teacher: {preset: fm-teacher, weights_path: \"\"}\nstudent: {preset: fm-student}\n",

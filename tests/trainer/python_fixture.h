@@ -39,6 +39,19 @@ inline std::string SharedFixture(const std::string& kind) {
   return dir;
 }
 
+// The exported-teacher packages of scripts/make_aoti_fixtures.py (<build>/tests/fixtures/aoti),
+// made once per build by the ctest fixture `aoti_fixtures`; outside ctest the first test to ask
+// makes them (minutes). Read-only for tests. "" when the script failed.
+inline std::string AotiFixture() {
+  const std::string root = std::string(RETORT_BINARY_DIR) + "/tests/fixtures";
+  const std::string dir = root + "/aoti";
+  if (::access((dir + "/.complete").c_str(), F_OK) == 0) return dir;
+  const std::string cmd = std::string("'") + RETORT_PYTHON + "' " + RETORT_SOURCE_DIR +
+                          "/scripts/make_aoti_fixtures.py '" + root + "'";
+  if (std::system(cmd.c_str()) != 0) return "";
+  return dir;
+}
+
 inline std::string MakeTempDir() {
   char tmpl[] = "/tmp/retort_trainer_test_XXXXXX";
   const char* dir = mkdtemp(tmpl);
