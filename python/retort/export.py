@@ -17,16 +17,22 @@ the device kind it was compiled for and only under the PyTorch release that comp
 TorchScript stays the format for students (LibTorch trains only those); for teachers it is
 deprecated in favour of this export.
 """
+from __future__ import annotations
+
 import argparse
 import importlib
 import json
 import os
 import sys
+from typing import Any, Sequence, Union
 
 import torch
 
+# A normalisation: a key of NORMALIZATIONS, or (mean, std) per channel.
+Normalization = Union[str, "tuple[list[float], list[float]]", None]
+
 FORMAT = "retort.exported/1"
-NORMALIZATIONS = {
+NORMALIZATIONS: dict[str, tuple[list[float], list[float]] | None] = {
     # The mean/std retort's data pipeline normalises each dataset with
     # (trainer/data/image_transforms.cc).
     "imagenet": ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
@@ -36,22 +42,25 @@ NORMALIZATIONS = {
 MAX_BATCH = 4096
 
 
-def build_model(name, num_classes=None):
+def build_model(name: str, num_classes: int | None = None) -> torch.nn.Module:
     """A torchvision model by name (random weights, nothing downloaded) or `module:factory`."""
     if ":" in name:
         module, factory = name.split(":", 1)
-        return getattr(importlib.import_module(module), factory)()
-    import torchvision
+        model: torch.nn.Module = getattr(importlib.import_module(module), factory)()
+        return model
+    import torchvision  # type: ignore[import-untyped]
 
     kwargs = {} if num_classes is None else {"num_classes": num_classes}
-    return torchvision.models.get_model(name, weights=None, **kwargs)
+    built: torch.nn.Module = torchvision.models.get_model(name, weights=None, **kwargs)
+    return built
 
 
-def sidecar_path(out):
+def sidecar_path(out: str) -> str:
     return out + ".json"
 
 
-def check_package(out, input_shape, device="cpu", batches=(2, 64)):
+def check_package(out: str, input_shape: Sequence[int], device: str | torch.device = "cpu",
+                  batches: Sequence[int] = (2, 64)) -> None:
     """Runs the package at `out` at each batch size of `batches` with its input checks on and
     raises ValueError naming the file when one is refused or returns other than
     [batch, num_classes]: what the workers would refuse. (Seen on PyTorch 2.15: a ResNet-18
@@ -70,8 +79,10 @@ def check_package(out, input_shape, device="cpu", batches=(2, 64)):
             raise ValueError(f"{out}: returns {tuple(logits.shape)} for a batch of {n}")
 
 
-def export_teacher(model, input_shape, out, device="cpu", normalization="imagenet",
-                   example_batch=2, max_batch=MAX_BATCH, name=None):
+def export_teacher(model: torch.nn.Module | str, input_shape: Sequence[int], out: str,
+                   device: str | torch.device = "cpu", normalization: Normalization = "imagenet",
+                   example_batch: int = 2, max_batch: int = MAX_BATCH,
+                   name: str | None = None) -> dict[str, Any]:
     """Exports `model` (an nn.Module, a torchvision name or "module:factory") for inputs
     [batch, *input_shape] on `device` ("cpu" or "cuda") with a dynamic batch dimension, and
     writes the package to `out` and its sidecar to `out`.json. `normalization`: a key of
@@ -105,7 +116,11 @@ def export_teacher(model, input_shape, out, device="cpu", normalization="imagene
     with torch.no_grad():
         program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    torch._inductor.aoti_compile_and_package(program, package_path=out)
+    # On the CPU, Inductor's prepacked (oneDNN) convolution weights bound the batch dimension to
+    # what the example suggested (ResNet-18: batches 2..15 from an example of 2), so a package
+    # would refuse the batches the sidecar promises: compile without prepacking.
+    configs = {"cpp.weight_prepack": False} if device.type == "cpu" else {}
+    torch._inductor.aoti_compile_and_package(program, package_path=out, inductor_configs=configs)
     check_package(out, input_shape, device, batches=(2, min(64, max_batch)))
     sidecar = {
         "format": FORMAT,
@@ -123,7 +138,7 @@ def export_teacher(model, input_shape, out, device="cpu", normalization="imagene
     return sidecar
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m retort.export", description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True,
                    help="a torchvision model name (e.g. resnet18) or module:factory")
