@@ -30,12 +30,18 @@ class ExportedModel final : public Model {
                 std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader)
       : path_(std::move(path)), device_(device), loader_(std::move(loader)) {}
 
+  // A batch of one (a rank's part of a small batch, the last evaluation batch) runs as two: the
+  // package's batch dimension starts at 2 (torch.export specialises a size of 1), and a frozen
+  // teacher's logits of one sample do not depend on the other (eval mode).
   torch::Tensor Forward(const torch::Tensor& images) override {
-    torch::Tensor input = images.to(device_, torch::kFloat).contiguous();
-    std::vector<torch::Tensor> out = loader_->run({input});
+    torch::Tensor input = images.to(device_, torch::kFloat);
+    const bool single = input.dim() > 0 && input.size(0) == 1;
+    if (single) input = torch::cat({input, input});
+    std::vector<torch::Tensor> out = loader_->run({input.contiguous()});
     TORCH_CHECK(out.size() == 1, "exported model ", path_, " returned ", out.size(),
                 " outputs, expected one (the logits)");
-    return out[0].to(images.device());
+    torch::Tensor logits = single ? out[0].narrow(0, 0, 1) : out[0];
+    return logits.to(images.device());
   }
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override { return {}; }
   void SetTraining(bool /*training*/) override {}
