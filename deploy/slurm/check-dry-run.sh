@@ -44,7 +44,7 @@ out=$(cd "$tmp" && SLURM_CPUS_PER_TASK=6 RETORT_DEVICES=cpu RETORT_TLS=0 RETORT_
   "$script" --dry-run job.yaml)
 srun_line=$(grep -E '^srun ' <<< "$out")
 [[ "$srun_line" == *--cpus-per-task=6* ]] || fail "SLURM_CPUS_PER_TASK does not reach srun: $srun_line"
-[[ "$srun_line" == *"certs cpu" ]] || fail "RETORT_DEVICES=cpu does not force the CPU: $srun_line"
+[[ "$srun_line" == *"certs cpu"* ]] || fail "RETORT_DEVICES=cpu does not force the CPU: $srun_line"
 [[ "$srun_line" != *--tls-* ]] || fail "RETORT_TLS=0 still passes certificates: $srun_line"
 grep -qE '/retort-coordinator .*--insecure-listen' <<< "$out" || fail "RETORT_TLS=0 without --insecure-listen"
 # The flags the script passes exist in the built binaries (help read whole first: grep -q stops

@@ -388,7 +388,9 @@ TEST_F(CoordinatorTest, DifferentJobInStateDirIsRefused) {
   auto other = TestJob();
   other.set_name("other-job");
   auto c = Coordinator::Create(opts_, other, &clock_);
-  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  // A changed spec is a usage error (exit 2, the same on every try) naming what changed.
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status();
+  EXPECT_NE(c.status().message().find("other-job"), std::string::npos) << c.status();
 }
 
 TEST_F(CoordinatorTest, CheckpointCommitsManifestAfterAllAcksAndKeepsLastK) {
