@@ -118,8 +118,12 @@ def export_teacher(model: torch.nn.Module | str, input_shape: Sequence[int], out
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     # On the CPU, Inductor's prepacked (oneDNN) convolution weights bound the batch dimension to
     # what the example suggested (ResNet-18: batches 2..15 from an example of 2), so a package
-    # would refuse the batches the sidecar promises: compile without prepacking.
-    configs = {"cpp.weight_prepack": False} if device.type == "cpu" else {}
+    # would refuse the batches the sidecar promises: compile without prepacking. Inductor's cache
+    # does not key on that setting (a package compiled with it came back), so it is off here:
+    # an export compiles what it asks for.
+    configs: dict[str, Any] = {"force_disable_caches": True}
+    if device.type == "cpu":
+        configs["cpp.weight_prepack"] = False
     torch._inductor.aoti_compile_and_package(program, package_path=out, inductor_configs=configs)
     check_package(out, input_shape, device, batches=(2, min(64, max_batch)))
     sidecar = {
