@@ -247,6 +247,7 @@ TEST_F(AbuseLimitsTest, TinyReportedStepTimeKeepsTheCheckpointMarginBounded) {
 TEST_F(AbuseLimitsTest, StepBeyondTwoToThe53IsRefused) {
   v1::JobSpec job = TestJob();
   job.mutable_checkpoint()->set_every_steps(20);
+  opts_.state_dir = dir_ + "/every-20";  // another spec is another job: its own state dir
   Restart(job);
   auto ids = FormWorld(1);
   v1::HeartbeatRequest hb;
