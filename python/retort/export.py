@@ -116,15 +116,22 @@ def export_teacher(model: torch.nn.Module | str, input_shape: Sequence[int], out
     with torch.no_grad():
         program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    # On the CPU, Inductor's prepacked (oneDNN) convolution weights bound the batch dimension to
-    # what the example suggested (ResNet-18: batches 2..15 from an example of 2), so a package
-    # would refuse the batches the sidecar promises: compile without prepacking. Inductor's cache
-    # does not key on that setting (a package compiled with it came back), so it is off here:
-    # an export compiles what it asks for.
+    # On the CPU, ATen's choice of convolution backend depends on the batch (NNPACK and oneDNN
+    # are picked from a batch of 16), and Inductor turns that choice into a guard: a ResNet-18
+    # exported from an example of 2 came back bounded to batches 2..15. Compiling with both
+    # switched off keeps the batch range the sidecar promises; the package's convolutions still
+    # call ATen at run time, which picks its backend per call as eager does. Prepacked (oneDNN)
+    # weights would bound the batch the same way, so they are off too. Inductor's cache does not
+    # key on these settings, so it is off here: an export compiles what it asks for.
     configs: dict[str, Any] = {"force_disable_caches": True}
     if device.type == "cpu":
         configs["cpp.weight_prepack"] = False
-    torch._inductor.aoti_compile_and_package(program, package_path=out, inductor_configs=configs)
+        with torch.backends.nnpack.flags(enabled=False), torch.backends.mkldnn.flags(enabled=False):
+            torch._inductor.aoti_compile_and_package(program, package_path=out,
+                                                     inductor_configs=configs)
+    else:
+        torch._inductor.aoti_compile_and_package(program, package_path=out,
+                                                 inductor_configs=configs)
     check_package(out, input_shape, device, batches=(2, min(64, max_batch)))
     sidecar = {
         "format": FORMAT,
