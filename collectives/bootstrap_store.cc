@@ -1,5 +1,6 @@
 #include "collectives/bootstrap_store.h"
 
+#include "common/backoff_policies.h"
 #include "common/file_util.h"
 #include "common/retry.h"
 
@@ -47,7 +48,7 @@ Status FileStore::Set(const std::string& key, const std::string& value, Deadline
 
 StatusOr<std::string> FileStore::Get(const std::string& key, Deadline deadline) {
   const std::string path = PathFor(key);
-  Backoff backoff(std::chrono::milliseconds(1), std::chrono::milliseconds(50));
+  Backoff backoff = backoff_policies::kFileStorePoll.Make();
   StatusOr<std::string> value =
       RetryUntil(deadline, backoff, IsRetryable, [&]() -> StatusOr<std::string> {
         if (!PathExists(path)) return UnavailableError("not set yet");

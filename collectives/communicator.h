@@ -53,6 +53,30 @@ struct CollectiveOptions {
   ReadyEventPtr ready;
 };
 
+// The eight operations a backend implements, declared once for the base class
+// (`RETORT_COMMUNICATOR_OPERATIONS(virtual, = 0)`) and every backend
+// (`RETORT_COMMUNICATOR_OPERATIONS(, override)` in its protected section): the list and the
+// signatures cannot drift apart. Each backend defines the eight in its .cc.
+#define RETORT_COMMUNICATOR_OPERATIONS(PREFIX, SUFFIX)                                             \
+  PREFIX WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,                         \
+                                  const std::vector<size_t>& counts, ReduceOp op,                  \
+                                  const CollectiveOptions& options) SUFFIX;                        \
+  PREFIX WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output,                             \
+                              const std::vector<size_t>& counts, const CollectiveOptions& options) \
+      SUFFIX;                                                                                      \
+  PREFIX WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options)    \
+      SUFFIX;                                                                                      \
+  PREFIX WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options)       \
+      SUFFIX;                                                                                      \
+  PREFIX WorkPtr DoBarrier(const CollectiveOptions& options) SUFFIX;                               \
+  PREFIX WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,                                  \
+                        const CollectiveOptions& options) SUFFIX;                                  \
+  PREFIX WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,                                \
+                        const CollectiveOptions& options) SUFFIX;                                  \
+  PREFIX WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,            \
+                             MutableBuffer output, const std::vector<size_t>& recv_counts,         \
+                             const CollectiveOptions& options) SUFFIX
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -113,23 +137,7 @@ class Communicator {
   // once, here, and complete the Work with INVALID_ARGUMENT at once when a check fails; a
   // Do* method is called only with arguments that passed, and checks only what is particular
   // to its backend (e.g. the UCX tag range).
-  virtual WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                   const std::vector<size_t>& counts, ReduceOp op,
-                                   const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output,
-                               const std::vector<size_t>& counts,
-                               const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op,
-                              const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoBarrier(const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
-                         const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
-                         const CollectiveOptions& options) = 0;
-  virtual WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
-                              MutableBuffer output, const std::vector<size_t>& recv_counts,
-                              const CollectiveOptions& options) = 0;
+  RETORT_COMMUNICATOR_OPERATIONS(virtual, = 0);
 };
 
 // For compositions (hierarchical, staged): issues a sub-operation with the time `parent` has

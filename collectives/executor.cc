@@ -9,17 +9,16 @@ OpExecutor::OpExecutor(std::string name, std::function<bool()> idle_hook, Progre
   if (mode_ == ProgressMode::kBackgroundThread) thread_ = std::thread([this] { Run(); });
 }
 
-OpExecutor::~OpExecutor() {
+OpExecutor::~OpExecutor() { Stop(); }
+
+void OpExecutor::Stop() {
   {
     MutexLock lock(mu_);
     stopping_ = true;
   }
-  Break(AbortedError(name_ + " was destroyed"));
+  Break(AbortedError(name_ + " was stopped"));
   cv_.NotifyAll();
-  if (thread_.joinable()) {
-    thread_.join();
-    return;
-  }
+  if (thread_.joinable()) thread_.join();
   MutexLock drive(drive_mu_);
   std::deque<Entry> left;
   {
@@ -27,7 +26,7 @@ OpExecutor::~OpExecutor() {
     left.swap(queue_);
   }
   for (Entry& e : left)
-    e.work->Complete(AbortedError(e.work->description() + ": " + name_ + " was destroyed"));
+    e.work->Complete(AbortedError(e.work->description() + ": " + name_ + " was stopped"));
 }
 
 WorkPtr OpExecutor::Submit(std::string description, Deadline deadline, Op op) {

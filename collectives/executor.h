@@ -11,7 +11,8 @@
 // Contract: an operation that fails breaks the executor (peers are out of step): queued and
 // later operations complete at once with ABORTED naming the first error. Abort() breaks it
 // from any thread and raises the abort flag running operations poll.
-// Thread-safe. The destructor breaks the executor and completes what is still queued.
+// Thread-safe. Stop() (or the destructor, which calls it) breaks the executor, joins its thread
+// and completes what is still queued.
 #pragma once
 
 #include <atomic>
@@ -39,7 +40,7 @@ class OpExecutor {
   // true while it has background work (it is then called again rather than sleeping).
   explicit OpExecutor(std::string name, std::function<bool()> idle_hook = nullptr,
                       ProgressMode mode = ProgressMode::kBackgroundThread);
-  ~OpExecutor();
+  ~OpExecutor();  // Stop()
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
 
@@ -47,6 +48,10 @@ class OpExecutor {
   WorkPtr SubmitDeferred(std::string description, Deadline deadline, DeferredOp op)
       RETORT_EXCLUDES(mu_);
   void Abort(const std::string& reason) RETORT_EXCLUDES(mu_);
+  // Breaks the executor, joins the background thread (after it returns, no operation and no
+  // idle hook runs again) and completes every queued operation with ABORTED. Idempotent; not
+  // from the executing thread itself (an operation or the idle hook).
+  void Stop() RETORT_EXCLUDES(mu_, drive_mu_);
   // Set when the executor broke (Abort or a failed operation); running operations poll it.
   const std::atomic<bool>* aborted_flag() const { return &aborted_; }
 

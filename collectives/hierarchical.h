@@ -70,21 +70,7 @@ class HierarchicalCommunicator final : public Communicator {
   std::vector<int> FailedPeers() const override;
 
  protected:
-  WorkPtr DoReduceScatterV(ConstBuffer input, MutableBuffer output,
-                           const std::vector<size_t>& counts, ReduceOp op,
-                           const CollectiveOptions& options) override;
-  WorkPtr DoAllGatherV(ConstBuffer input, MutableBuffer output, const std::vector<size_t>& counts,
-                       const CollectiveOptions& options) override;
-  WorkPtr DoAllReduce(MutableBuffer data, ReduceOp op, const CollectiveOptions& options) override;
-  WorkPtr DoBroadcast(MutableBuffer data, int root, const CollectiveOptions& options) override;
-  WorkPtr DoBarrier(const CollectiveOptions& options) override;
-  WorkPtr DoSend(ConstBuffer data, int peer, uint32_t tag,
-                 const CollectiveOptions& options) override;
-  WorkPtr DoRecv(MutableBuffer data, int peer, uint32_t tag,
-                 const CollectiveOptions& options) override;
-  WorkPtr DoAllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,
-                      MutableBuffer output, const std::vector<size_t>& recv_counts,
-                      const CollectiveOptions& options) override;
+  RETORT_COMMUNICATOR_OPERATIONS(, override);
 
  private:
   HierarchicalCommunicator() = default;

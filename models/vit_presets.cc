@@ -1,24 +1,16 @@
 #include "models/vit_presets.h"
 
 #include <algorithm>
-#include <array>
 
 namespace retort::models {
 namespace {
 
-constexpr std::array<VitPresetShape, 7> kVitPresetShapes = {{
-    // name, image_size, in_channels, patch_size, dim, depth, heads, num_classes
-    // Fashion-MNIST: 28x28x1, 10 classes.
-    {"fm-teacher", 28, 1, 4, 192, 6, 3, 10},
-    {"fm-student", 28, 1, 4, 96, 4, 3, 10},
-    // 7x7 patches (16 tokens): ~3x cheaper; what fits the 2-core demo's time budget.
-    {"fm-teacher-p7", 28, 1, 7, 192, 6, 3, 10},
-    {"fm-student-p7", 28, 1, 7, 96, 4, 3, 10},
-    // ImageNet-1k: 224x224x3, 1000 classes, 16x16 patches (timm vit_*_patch16_224).
-    {"vit-ti16", 224, 3, 16, 192, 12, 3, 1000},
-    {"vit-s16", 224, 3, 16, 384, 12, 6, 1000},
-    {"vit-b16", 224, 3, 16, 768, 12, 12, 1000},
-}};
+#define RETORT_VIT_PRESET(name, image, channels, patch, dim, depth, heads, classes) \
+  VitPresetShape{name, image, channels, patch, dim, depth, heads, classes},
+constexpr VitPresetShape kVitPresetShapes[] = {
+#include "models/vit_presets.inc"
+};
+#undef RETORT_VIT_PRESET
 
 }  // namespace
 

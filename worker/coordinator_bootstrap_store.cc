@@ -1,14 +1,12 @@
 #include "worker/coordinator_bootstrap_store.h"
 
+#include "common/backoff_policies.h"
 #include "common/retry.h"
 
 namespace retort::worker {
 namespace {
 
-// Polling for a key another rank publishes: 2 ms, doubling up to 50 ms.
-Backoff StoreBackoff() {
-  return Backoff(std::chrono::milliseconds(2), std::chrono::milliseconds(50));
-}
+Backoff StoreBackoff() { return backoff_policies::kCoordinatorStorePoll.Make(); }
 
 }  // namespace
 

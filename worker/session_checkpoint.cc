@@ -10,6 +10,7 @@
 #include "checkpoint/blob_file.h"
 #include "checkpoint/shard_file.h"
 #include "checkpoint/shard_reader.h"
+#include "common/backoff_policies.h"
 #include "common/logging.h"
 #include "common/retry.h"
 #include "trainer/flat_parameters.h"
@@ -33,7 +34,7 @@ constexpr int kMaxCheckpointCandidates = 16;
 // Retries a coordinator RPC that may hit a restarting coordinator, until `deadline`.
 template <typename F>
 auto WithRetries(Deadline deadline, F&& call) -> decltype(call()) {
-  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+  Backoff backoff = backoff_policies::kCheckpointRpc.Make();
   return RetryUntil(deadline, backoff, IsRetryable, std::forward<F>(call));
 }
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/backoff.h"
+#include "common/backoff_policies.h"
 #include "common/deadline.h"
 #include "common/logging.h"
 #include "common/retry.h"
@@ -188,7 +189,7 @@ Status WorkerAgent::JoinWithBackoff(bool rejoin) {
 }
 
 void WorkerAgent::WatchLoop() {
-  Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+  Backoff backoff = backoff_policies::kWatchReconnect.Make();
   while (true) {
     std::unique_ptr<CoordinatorClient::GenerationWatch> watch;
     {
@@ -225,7 +226,7 @@ void WorkerAgent::WatchLoop() {
 Status WorkerAgent::Run() {
   RETORT_RETURN_IF_ERROR(JoinWithBackoff(/*rejoin=*/false));
   watch_thread_ = std::thread([this] { WatchLoop(); });
-  Backoff reconnect(std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+  Backoff reconnect = backoff_policies::kCoordinatorAway.Make();
   bool coordinator_away = false;
   Deadline away_deadline = Deadline::Never();  // armed while the coordinator is unreachable
   Status result = Status::Ok();
@@ -313,7 +314,7 @@ Status WorkerAgent::Run() {
   // The job's completion must reach the coordinator even when it is restarting right now
   // (a restarted one accepts it from a member of its previous run): retry while it is away.
   // Any other reason to leave gets one attempt.
-  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(2000));
+  Backoff backoff = backoff_policies::kLeave.Make();
   const Deadline deadline = leave.job_completed() ? Deadline::AfterMs(kCompletedLeaveRetryMs)
                                                   : Deadline::After(std::chrono::seconds(0));
   Status s = RetryUntil(deadline, backoff, IsRetryable, [&] { return client_->Leave(leave); });

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "common/backoff_policies.h"
 #include "common/deadline.h"
 #include "common/mutex.h"
 #include "common/status.h"
@@ -26,8 +27,8 @@ namespace retort::worker {
 struct WorkerOptions {
   v1::MemberIdentity identity;  // incarnation is filled in when empty
   int64_t parameter_count = 0;
-  int64_t join_backoff_initial_ms = 100;
-  int64_t join_backoff_max_ms = 2000;
+  int64_t join_backoff_initial_ms = backoff_policies::kJoin.initial.count();
+  int64_t join_backoff_max_ms = backoff_policies::kJoin.max.count();
   // Give up the first join after this long without success (0 = never).
   int64_t join_timeout_ms = 0;
   // Give up after this long once the coordinator is lost: unreachable for heartbeats, or no

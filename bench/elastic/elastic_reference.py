@@ -38,10 +38,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
 import kd_reference  # noqa: E402
 
-# Same shapes as trainer/models/vit.cc: 28x28x1, 7x7 patches (16 tokens), 10 classes.
-kd_reference.PRESETS.setdefault("fm-teacher-p7", (28, 1, 7, 192, 6, 3, 10))
-kd_reference.PRESETS.setdefault("fm-student-p7", (28, 1, 7, 96, 4, 3, 10))
-
 
 def read_idx(path):
     with gzip.open(path, "rb") as f:

@@ -10,20 +10,34 @@ Prints one JSON line: {"impl": "pytorch", "samples_per_s": ..., ...}.
 import argparse
 import json
 import math
+import os
+import re
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {
-    # name: (image, channels, patch, dim, depth, heads, classes)
-    "fm-teacher": (28, 1, 4, 192, 6, 3, 10),
-    "fm-student": (28, 1, 4, 96, 4, 3, 10),
-    "vit-ti16": (224, 3, 16, 192, 12, 3, 1000),
-    "vit-s16": (224, 3, 16, 384, 12, 6, 1000),
-    "vit-b16": (224, 3, 16, 768, 12, 12, 1000),
-}
+# retort's built-in ViT presets, read from their one list (models/vit_presets.inc):
+# name -> (image, channels, patch, dim, depth, heads, classes).
+PRESET_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models",
+                            "vit_presets.inc")
+
+
+def read_presets(path=PRESET_TABLE):
+    row = re.compile(r'^RETORT_VIT_PRESET\("([^"]+)",((?:\s*\d+\s*,){6}\s*\d+\s*)\)\s*$')
+    presets = {}
+    with open(path) as f:
+        for line in f:
+            m = row.match(line.strip())
+            if m:
+                presets[m.group(1)] = tuple(int(v) for v in m.group(2).split(","))
+    if not presets:
+        raise SystemExit(f"no RETORT_VIT_PRESET rows in {path}")
+    return presets
+
+
+PRESETS = read_presets()
 
 
 NO_DECAY_NAMES = ("cls_token", "dist_token", "reg_token", "pos_embed")

@@ -42,11 +42,9 @@ UcxCommunicator::UcxCommunicator(std::unique_ptr<UcxTransport> transport,
 }
 
 UcxCommunicator::~UcxCommunicator() {
-  // Joins the executor thread: from here on this thread owns the transport. The executor is
-  // destroyed while executor_ still points at it, since that thread's idle hook
-  // (PollInFlight) uses executor_ until it is joined.
-  delete executor_.get();
-  (void)executor_.release();
+  // Joins the executor thread: from here on this thread owns the transport (the thread's idle
+  // hook, PollInFlight, uses it and executor_ until it is joined).
+  executor_->Stop();
   if (!in_flight_.empty()) {
     std::vector<UcxTransport::Request*> requests;
     for (auto& f : in_flight_) requests.push_back(f.request.get());
