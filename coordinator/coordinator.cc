@@ -256,10 +256,7 @@ void Coordinator::SetStateLocked(v1::JobState s, const std::string& why) {
 }
 
 void Coordinator::UpdateFinishedLocked() {
-  bool terminal = state_.state() == v1::JOB_STATE_STOPPED ||
-                  state_.state() == v1::JOB_STATE_COMPLETED ||
-                  state_.state() == v1::JOB_STATE_FAILED;
-  if (terminal && members_.empty() && !finished_) {
+  if (rpc::IsFinalJobState(state_.state()) && members_.empty() && !finished_) {
     finished_ = true;
     finished_cv_.NotifyAll();
   }

@@ -152,8 +152,7 @@ StatusOr<v1::ControlResponse> Coordinator::Stop(const v1::StopRequest& r) {
   if (r.reason().size() > 1024) return InvalidArgumentError("reason: longer than 1024 characters");
   MutexLock lock(mu_);
   auto s = state_.state();
-  if (s == v1::JOB_STATE_STOPPED || s == v1::JOB_STATE_COMPLETED || s == v1::JOB_STATE_FAILED)
-    return Reply(std::string("job already ") + rpc::JobStateName(s), s);
+  if (rpc::IsFinalJobState(s)) return Reply(std::string("job already ") + rpc::JobStateName(s), s);
   std::string why = r.reason().empty() ? "operator" : r.reason();
   if (members_.empty()) {
     SetStateLocked(v1::JOB_STATE_STOPPED, why);

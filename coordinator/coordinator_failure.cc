@@ -24,7 +24,7 @@ void Coordinator::FailJobLocked(const v1::JobFailure& failure) {
   const std::string where = failure.member_id() + " (" + failure.node() + "/" +
                             std::to_string(failure.local_rank()) + ") at step " +
                             std::to_string(failure.step()) + " in " + failure.phase();
-  if (s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_COMPLETED || s == v1::JOB_STATE_STOPPED) {
+  if (rpc::IsFinalJobState(s)) {
     LOG_INFO("coordinator") << "job already " << rpc::JobStateName(s)
                             << "; ignoring the failure of " << where << ": " << failure.message();
     return;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/args.h"
 #include "common/status.h"
 
 namespace retort::tools {
@@ -23,6 +24,23 @@ namespace retort::tools {
 inline constexpr int kExitOk = 0;     // done as asked
 inline constexpr int kExitError = 1;  // an error while running (the message says which)
 inline constexpr int kExitUsage = 2;  // the flags or the job cannot work: nothing ran
+
+// --signal-exit-code: the exit status when SIGTERM/SIGINT ends a process whose job has not ended.
+// The default, 0, treats the signal as a requested stop, as retort-run and the Slurm script do
+// (a worker leaves at a step boundary and is not restarted). A supervisor that counts exit 0 as
+// "done for good" passes 143 (128 + SIGTERM): the Kubernetes Jobs then retry an evicted pod
+// instead of completing it.
+inline constexpr int kExitSignalledDefault = 0;
+inline void AddSignalExitCodeFlag(ArgParser& args, int* code) {
+  args.AddInt("signal-exit-code", code,
+              "exit status when SIGTERM/SIGINT ends this process before its job ended (0: a "
+              "requested stop; 143 for supervisors that must retry it, e.g. Kubernetes Jobs)");
+}
+inline Status CheckSignalExitCode(int code) {
+  if (code < 0 || code > 255)
+    return InvalidArgumentError("--signal-exit-code must be 0..255, got " + std::to_string(code));
+  return Status::Ok();
+}
 
 // `s` (not OK) as a usage error, its message prefixed with `what: ` when `what` is not empty.
 inline Status UsageError(const Status& s, const std::string& what = "") {

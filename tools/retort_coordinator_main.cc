@@ -45,7 +45,14 @@ struct Config {
   bool exit_when_finished = true;
   bool check_paths = true;
   bool insecure_listen = false;
+  int signal_exit_code = tools::kExitSignalledDefault;
   coordinator::ServerSecurity security;
+};
+
+// How Run ended: the job's last status, and whether a signal ended it before the job did.
+struct RunOutcome {
+  v1::StatusResponse status;
+  bool interrupted = false;
 };
 
 void RegisterFlags(ArgParser& args, Config* c) {
@@ -94,6 +101,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
                  "where checkpoints are committed (default STATE_DIR/checkpoints)");
   args.AddBool("exit-when-finished", &c->exit_when_finished,
                "exit once the job is stopped/completed and all workers left");
+  tools::AddSignalExitCodeFlag(args, &c->signal_exit_code);
   args.AddBool("check-paths", &c->check_paths,
                "check that the job's local dataset/model paths exist on this host before any "
                "worker starts (--no-check-paths: only the workers can see them)");
@@ -120,6 +128,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
 StatusOr<std::optional<v1::JobSpec>> CheckConfig(const Config& c) {
   if (c.opts.state_dir.empty()) return InvalidArgumentError("--state-dir is required (see --help)");
   if (c.stall_deadline_ms < 0) return InvalidArgumentError("--stall-deadline-ms must be >= 0");
+  RETORT_RETURN_IF_ERROR(tools::CheckSignalExitCode(c.signal_exit_code));
   if (Status allowed =
           coordinator::CheckListenPolicy(c.listen, c.security.tls(), c.insecure_listen);
       !allowed.ok())
@@ -179,7 +188,7 @@ struct ProgressSignal {
   }
 };
 
-StatusOr<v1::StatusResponse> Run(Config c) {
+StatusOr<RunOutcome> Run(Config c) {
   RETORT_ASSIGN_OR_RETURN(std::optional<v1::JobSpec> job, CheckConfig(c));
   std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
   if (!c.metrics_listen.empty()) {
@@ -234,12 +243,13 @@ StatusOr<v1::StatusResponse> Run(Config c) {
     }
     if (!c.exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  v1::StatusResponse final_status = coord->GetStatus();
+  RunOutcome outcome{coord->GetStatus()};
+  outcome.interrupted = signalled && !rpc::IsFinalJobState(outcome.status.state());
   if (health) health->Shutdown();
   (*server)->Shutdown(1000);
   coord->Shutdown();
   metrics.reset();  // no scrape may outlive the coordinator
-  return final_status;
+  return outcome;
 }
 
 }  // namespace
@@ -253,21 +263,24 @@ int main(int argc, char** argv) {
       "Runs the coordinator of one retort job: worker membership and generations, the\n"
       "optimizer-state sharding plan, coordinated checkpoints and the operator control API\n"
       "(gRPC, with grpc.health.v1 and server reflection). State survives restarts in --state-dir.\n"
-      "\nExit status: 0 job completed or stopped (or signalled), 1 internal error, 2 usage or\n"
-      "invalid job spec, 3 job failed (a failure that recurs on every try).\n"
+      "\nExit status: 0 job completed or stopped (or signalled: see --signal-exit-code), 1 "
+      "internal\n"
+      "error, 2 usage or invalid job spec, 3 job failed (a failure that recurs on every try).\n"
       "--check-job only applies the job-spec rules and pre-flight checks: 0 valid, 2 invalid.");
   RegisterFlags(args, &config);
   if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
   if (!config.check_job.empty())
     return tools::CheckJobFile(config.check_job, config.json, config.check_paths);
-  StatusOr<v1::StatusResponse> final_status = Run(std::move(config));
-  if (!final_status.ok()) return tools::ExitCode(kProgram, final_status.status());
-  if (final_status->state() == v1::JOB_STATE_FAILED) {
-    const auto& f = final_status->failure();
+  const int signal_exit_code = config.signal_exit_code;
+  StatusOr<RunOutcome> outcome = Run(std::move(config));
+  if (!outcome.ok()) return tools::ExitCode(kProgram, outcome.status());
+  const v1::StatusResponse& final_status = outcome->status;
+  if (final_status.state() == v1::JOB_STATE_FAILED) {
+    const auto& f = final_status.failure();
     std::fprintf(stderr, "%s: job '%s' failed: %s (member %s, %s, step %lld)\n", kProgram,
-                 final_status->job_name().c_str(), f.message().c_str(), f.member_id().c_str(),
+                 final_status.job_name().c_str(), f.message().c_str(), f.member_id().c_str(),
                  f.phase().c_str(), static_cast<long long>(f.step()));
     return kExitJobFailed;
   }
-  return tools::kExitOk;
+  return outcome->interrupted ? signal_exit_code : tools::kExitOk;
 }

@@ -1,7 +1,8 @@
 // retort-worker: one training process of a retort job. Joins the coordinator, follows its
 // generations and leaves cleanly on SIGTERM/SIGINT or when the coordinator asks it to.
 // Exit status: 0 left the job (completed, also before this worker could join; drained; stopped;
-// SIGTERM/SIGINT at any moment, also before joining); 1 an error (the message says which);
+// SIGTERM/SIGINT at any moment, also before joining, unless --signal-exit-code says otherwise);
+// 1 an error (the message says which);
 // 2 a usage error. --print-device[-table] prints what the device flags resolve to and exits: 0,
 // or 2 when they do not resolve (worker/worker_device.h).
 #include <unistd.h>
@@ -96,6 +97,7 @@ struct Config {
   std::string cma_policy = "adaptive";
   bool print_device = false, json = false;
   int print_device_table = 0, visible_devices = -1;
+  int signal_exit_code = tools::kExitSignalledDefault;
 };
 
 void RegisterFlags(ArgParser& args, Config* c) {
@@ -125,6 +127,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
               "with --print-device[-table]: resolve as if this many CUDA devices were visible "
               "(-1: count them)");
   args.AddBool("json", &c->json, "with --print-device[-table]: print one JSON object");
+  tools::AddSignalExitCodeFlag(args, &c->signal_exit_code);
   args.AddInt("threads", &c->threads, "compute threads (0 = the job spec's threads_per_worker)");
   args.AddString("cma-policy", &c->cma_policy,
                  "large data-plane messages to workers on this host: adaptive (measure single-copy "
@@ -174,6 +177,7 @@ StatusOr<Checked> CheckConfig(const Config& c) {
   if (c.local_rank < 0 || c.threads < 0 || c.parameter_count < 0 || c.rpc_timeout_ms <= 0)
     return InvalidArgumentError(
         "--local-rank, --threads, --parameter-count must be >= 0 and --rpc-timeout-ms > 0");
+  RETORT_RETURN_IF_ERROR(tools::CheckSignalExitCode(c.signal_exit_code));
   // What a training worker reports follows from the device it resolves.
   std::string devices = c.devices;
 #if RETORT_WORKER_WITH_TRAINER
@@ -235,8 +239,10 @@ int PrintDevice(const Config& c) {
 }
 
 // Joins the job and follows it until it leaves; OK when it left as a worker may (the job ended,
-// drained, stopped, a signal).
-Status Run(const Config& c) {
+// drained, stopped, a signal). *interrupted: a SIGTERM/SIGINT made it leave (a signal that
+// arrives as the job completes may count too: a supervisor's retry then finds the job completed
+// and exits 0).
+Status Run(const Config& c, bool* interrupted) {
   RETORT_ASSIGN_OR_RETURN(Checked checked, CheckConfig(c));
   worker::PausePoints pause_points(std::move(checked.pause_at));
   std::unique_ptr<worker::WorkerMetricsEndpoint> metrics;
@@ -313,6 +319,7 @@ Status Run(const Config& c) {
 #endif
   if (health) health->Shutdown(500);
   // Stopped by a signal before it joined: a requested stop like any other, not an error.
+  *interrupted = signalled.load() && agent.ended_state() != v1::JOB_STATE_COMPLETED;
   if (!s.ok() && s.code() == StatusCode::kCancelled && signalled.load()) {
     LOG_INFO("worker") << "stopped before joining the job";
     return Status::Ok();
@@ -342,5 +349,7 @@ int main(int argc, char** argv) {
   RegisterFlags(args, &config);
   if (auto code = args.ParseOrExitCode(argc, argv, kProgram)) return *code;
   if (config.print_device || config.print_device_table != 0) return PrintDevice(config);
-  return tools::ExitCode(kProgram, Run(config));
+  bool interrupted = false;
+  const int code = tools::ExitCode(kProgram, Run(config, &interrupted));
+  return code == tools::kExitOk && interrupted ? config.signal_exit_code : code;
 }

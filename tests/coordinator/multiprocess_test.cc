@@ -38,19 +38,22 @@ class MultiProcessTest : public ::testing::Test {
         grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
-  // Starts the coordinator on `port` (0: any, learned from its port file and kept in port_);
-  // returns why it failed, or "".
-  std::string StartCoordinator(int port) {
-    testing::LaunchedCoordinator c = testing::LaunchCoordinator(
-        {.flags = {"--state-dir=" + dir_ + "/state", "--job=" + dir_ + "/job.yaml",
-                   "--eviction-timeout-ms=" + std::to_string(kEvictionMs),
-                   "--heartbeat-interval-ms=250", "--settle-ms=" + std::to_string(kSettleMs),
-                   // The workers here never train: the dataset need not exist.
-                   "--no-check-paths"},
-         .port_file = dir_ + "/port",
-         .log_path = dir_ + "/coordinator.log",
-         .port = port,
-         .timeout = milliseconds(10000)});
+  // Starts the coordinator on `port` (0: any, learned from its port file and kept in port_),
+  // with `extra_flags` after the usual ones; returns why it failed, or "".
+  std::string StartCoordinator(int port, const std::vector<std::string>& extra_flags = {}) {
+    std::vector<std::string> flags = {
+        "--state-dir=" + dir_ + "/state", "--job=" + dir_ + "/job.yaml",
+        "--eviction-timeout-ms=" + std::to_string(kEvictionMs), "--heartbeat-interval-ms=250",
+        "--settle-ms=" + std::to_string(kSettleMs),
+        // The workers here never train: the dataset need not exist.
+        "--no-check-paths"};
+    flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+    testing::LaunchedCoordinator c =
+        testing::LaunchCoordinator({.flags = flags,
+                                    .port_file = dir_ + "/port",
+                                    .log_path = dir_ + "/coordinator.log",
+                                    .port = port,
+                                    .timeout = milliseconds(10000)});
     coordinator_ = std::move(c.process);
     port_ = c.port;
     return c.error;
@@ -201,6 +204,53 @@ TEST_F(MultiProcessTest, SigtermWorkerLeavesCleanly) {
   // Leaving is immediate (no eviction wait): only the settle time.
   EXPECT_TRUE(WaitFor([&] { return FormedWith(1, &next); }, milliseconds(kSettleMs + 1000)))
       << Logs();
+}
+
+// --signal-exit-code (what Kubernetes Jobs need to retry an evicted pod rather than count it
+// done): a signal mid-job exits with it; a drain still exits 0; the coordinator's default stays 0.
+TEST_F(MultiProcessTest, SignalExitCodeMarksProcessesStoppedBeforeTheirJobEnded) {
+  StartWorkers(3, {"--signal-exit-code=143"});
+  uint64_t gen = 0;
+  ASSERT_TRUE(WaitFor([&] { return FormedWith(3, &gen); }, milliseconds(10000))) << Logs();
+  workers_[0]->Signal(SIGTERM);
+  auto rc = workers_[0]->Wait(milliseconds(5000));
+  ASSERT_TRUE(rc.has_value()) << Logs();
+  EXPECT_EQ(*rc, 143) << Logs();
+  EXPECT_NE(workers_[0]->Log().find("left the job (SIGTERM)"), std::string::npos) << Logs();
+
+  ASSERT_TRUE(WaitFor([&] { return FormedWith(2, &gen); }, milliseconds(kSettleMs + 5000)))
+      << Logs();
+  auto s = Status();
+  ASSERT_TRUE(s.has_value());
+  const std::string ctl = BinaryPath("tools/retortctl"), coord = "--coordinator=" + address_;
+  std::string out;
+  ASSERT_EQ(testing::RunCommand({ctl, coord, "drain", s->members(1).member_id()}, &out,
+                                milliseconds(10000)),
+            0)
+      << out;
+  int drained = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i : {1, 2})
+          if (!workers_[i]->Running()) drained = i;
+        return drained != 0;
+      },
+      milliseconds(5000)))
+      << Logs();
+  auto drc = workers_[drained]->Wait(milliseconds(1000));
+  ASSERT_TRUE(drc.has_value());
+  EXPECT_EQ(*drc, 0) << "a drained worker is done, whatever --signal-exit-code says\n" << Logs();
+
+  coordinator_->Signal(SIGTERM);  // started without the flag: a requested stop
+  auto crc = coordinator_->Wait(milliseconds(5000));
+  ASSERT_TRUE(crc.has_value()) << Logs();
+  EXPECT_EQ(*crc, 0) << Logs();
+  ASSERT_TRUE(StartCoordinator(port_, {"--signal-exit-code=143"}).empty()) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return Status().has_value(); }, milliseconds(10000))) << Logs();
+  coordinator_->Signal(SIGTERM);  // the job is still running: not done
+  crc = coordinator_->Wait(milliseconds(5000));
+  ASSERT_TRUE(crc.has_value()) << Logs();
+  EXPECT_EQ(*crc, 143) << Logs();
 }
 
 TEST_F(MultiProcessTest, RetortctlStatusJsonDrainStopAndErrors) {
