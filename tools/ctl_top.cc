@@ -13,14 +13,6 @@
 #include "rpc/job_state.h"
 
 namespace retort::tools {
-namespace {
-
-constexpr const char* kPhaseKeys[7] = {"data_wait", "teacher_forward", "student_forward",
-                                       "backward",  "comm_exposed",    "optimizer",
-                                       "checkpoint"};
-
-}  // namespace
-
 std::vector<TopRow> TopRows(const v1::StatusResponse& status) {
   int64_t fastest = 0;
   for (const auto& m : status.members()) fastest = std::max(fastest, m.step());
@@ -38,13 +30,14 @@ std::vector<TopRow> TopRows(const v1::StatusResponse& status) {
     r.samples_per_second = x.samples_per_second();
     r.step_seconds = x.step_seconds();
     r.data_wait_seconds = x.data_wait_seconds();
-    const double phases[7] = {x.data_wait_seconds(),       x.teacher_forward_seconds(),
-                              x.student_forward_seconds(), x.backward_seconds(),
-                              x.comm_exposed_seconds(),    x.optimizer_seconds(),
-                              x.checkpoint_seconds()};
+    const double phases[metrics::kStepPhaseCount] = {
+        x.data_wait_seconds(), x.teacher_forward_seconds(), x.student_forward_seconds(),
+        x.backward_seconds(),  x.comm_exposed_seconds(),    x.optimizer_seconds(),
+        x.checkpoint_seconds()};
     double total = 0;
     for (double p : phases) total += p;
-    for (int i = 0; i < 7; ++i) r.phase_share[i] = total > 0 ? phases[i] / total : 0;
+    for (int i = 0; i < metrics::kStepPhaseCount; ++i)
+      r.phase_share[i] = total > 0 ? phases[i] / total : 0;
     r.heartbeat_ms_ago = m.last_heartbeat_ms_ago();
     r.draining = m.draining();
     rows.push_back(r);
@@ -88,7 +81,8 @@ nlohmann::json TopJson(const v1::StatusResponse& s, const std::vector<TopRow>& r
   nlohmann::json workers = nlohmann::json::array();
   for (const TopRow& r : rows) {
     nlohmann::json phases = nlohmann::json::object();
-    for (int i = 0; i < 7; ++i) phases[kPhaseKeys[i]] = r.phase_share[i];
+    for (int i = 0; i < metrics::kStepPhaseCount; ++i)
+      phases[metrics::kStepPhaseNames[i]] = r.phase_share[i];
     workers.push_back({{"member_id", r.member},
                        {"rank", r.rank},
                        {"node", r.node},

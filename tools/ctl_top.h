@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/step_phases.h"
 #include "retort/v1/retort.grpc.pb.h"
 
 namespace retort::tools {
@@ -25,7 +26,7 @@ struct TopRow {
   double samples_per_second = 0, step_seconds = 0, data_wait_seconds = 0;
   // Share of the step's phase total, in step_record order: data wait, teacher forward, student
   // forward, backward, exposed communication, optimizer, checkpoint (all 0 before a step).
-  double phase_share[7] = {};
+  double phase_share[metrics::kStepPhaseCount] = {};  // indexed like metrics::kStepPhaseNames
   int64_t heartbeat_ms_ago = 0;
   bool draining = false;
 };

@@ -24,7 +24,6 @@ void StepLog::OnStep(const StepRecord& r) {
       return;
     }
   }
-  const trainer::StepTiming& t = r.timing;
   nlohmann::json j{{"step", r.step},
                    {"epoch", r.epoch},
                    {"generation", r.generation},
@@ -39,15 +38,11 @@ void StepLog::OnStep(const StepRecord& r) {
                    {"skipped", r.skipped},
                    {"samples_per_second", r.samples_per_second},
                    {"step_s", r.step_seconds},
-                   {"data_wait_s", t.data_wait},
-                   {"teacher_forward_s", t.teacher_forward},
-                   {"student_forward_s", t.student_forward},
-                   {"backward_s", t.backward},
-                   {"comm_exposed_s", t.comm_exposed},
-                   {"optimizer_s", t.optimizer},
-                   {"checkpoint_s", r.checkpoint_seconds},
                    {"data_start_unix_us", r.data_start_unix_us},
                    {"end_unix_us", r.end_unix_us}};
+  const auto phases = PhaseSeconds(r);
+  for (int i = 0; i < metrics::kStepPhaseCount; ++i)
+    j[std::string(metrics::kStepPhaseNames[i]) + "_s"] = phases[i];
   out_ << j.dump() << '\n';
   out_.flush();
 }

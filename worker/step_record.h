@@ -5,12 +5,14 @@
 // completed (and its checkpoint snapshot, if any, was taken); they must not block for long.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "common/status.h"
 
+#include "metrics/step_phases.h"
 #include "trainer/step_profiler.h"
 
 namespace retort::worker {
@@ -37,6 +39,13 @@ struct StepRecord {
   int64_t data_start_unix_us = 0;  // wall clock when the step began waiting for its batch
   int64_t end_unix_us = 0;         // wall clock when the step (and its checkpoint) ended
 };
+
+// The record's phase times in seconds, indexed like metrics::kStepPhaseNames.
+inline std::array<double, metrics::kStepPhaseCount> PhaseSeconds(const StepRecord& r) {
+  const trainer::StepTiming& t = r.timing;
+  return {t.data_wait,    t.teacher_forward, t.student_forward,   t.backward,
+          t.comm_exposed, t.optimizer,       r.checkpoint_seconds};
+}
 
 class StepObserver {
  public:

@@ -49,21 +49,15 @@ void TraceRecorder::OnStep(const StepRecord& r) {
   current_rank_ = r.rank;
   if (!InWindowLocked(r.step)) return;
   if (rank_ < 0) rank_ = r.rank;
-  const trainer::StepTiming& t = r.timing;
-  const std::pair<const char*, double> phases[] = {{"data_wait", t.data_wait},
-                                                   {"teacher_forward", t.teacher_forward},
-                                                   {"student_forward", t.student_forward},
-                                                   {"backward", t.backward},
-                                                   {"comm_exposed", t.comm_exposed},
-                                                   {"optimizer", t.optimizer},
-                                                   {"checkpoint", r.checkpoint_seconds}};
+  const auto seconds_of = PhaseSeconds(r);
   int64_t ts = r.data_start_unix_us;
   events_.push_back({"step " + std::to_string(r.step), "step", 'X', 0, r.data_start_unix_us,
                      r.end_unix_us - r.data_start_unix_us, r.step, 0});
-  for (const auto& [name, seconds] : phases) {
+  for (int i = 0; i < metrics::kStepPhaseCount; ++i) {
+    const double seconds = seconds_of[i];
     if (seconds <= 0) continue;
     const int64_t dur = static_cast<int64_t>(seconds * 1e6);
-    events_.push_back({name, "phase", 'X', 1, ts, dur, r.step, 0});
+    events_.push_back({metrics::kStepPhaseNames[i], "phase", 'X', 1, ts, dur, r.step, 0});
     ts += dur;
   }
   if (r.step == last_) WriteLocked();

@@ -50,15 +50,13 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                      .Name("retort_worker_step_phase_seconds")
                      .Help("Time of each phase of a training step (label phase).")
                      .Register(r);
-  for (int i = 0; i < 7; ++i)
-    phase_[i] = &phases.Add({{"phase", kStepPhases[i]}}, metrics::StepPhaseBuckets());
+  for (int i = 0; i < metrics::kStepPhaseCount; ++i)
+    phase_[i] = &phases.Add({{"phase", metrics::kStepPhaseNames[i]}}, metrics::StepPhaseBuckets());
 }
 
 void WorkerMetrics::OnStep(const StepRecord& r) {
-  const trainer::StepTiming& t = r.timing;
-  const double phases[7] = {t.data_wait,    t.teacher_forward, t.student_forward,   t.backward,
-                            t.comm_exposed, t.optimizer,       r.checkpoint_seconds};
-  for (int i = 0; i < 7; ++i) phase_[i]->Observe(phases[i]);
+  const auto phases = PhaseSeconds(r);
+  for (int i = 0; i < metrics::kStepPhaseCount; ++i) phase_[i]->Observe(phases[i]);
   step_seconds_.Observe(r.step_seconds);
   steps_.Increment();
   if (r.skipped) skipped_.Increment();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "metrics/step_phases.h"
 #include "worker/step_record.h"
 
 namespace prometheus {
@@ -26,11 +27,6 @@ class MetricsExporter;
 
 namespace retort::worker {
 
-// The phases of retort_worker_step_phase_seconds{phase=...}, in the order a step runs them.
-constexpr const char* kStepPhases[] = {"data_wait", "teacher_forward", "student_forward",
-                                       "backward",  "comm_exposed",    "optimizer",
-                                       "checkpoint"};
-
 class WorkerMetrics final : public StepObserver {
  public:
   // Adds its families to `registry`, which must outlive this object.
@@ -39,7 +35,7 @@ class WorkerMetrics final : public StepObserver {
   void OnGenerationStarted(uint64_t generation, int rank, int world_size, int64_t unix_us) override;
 
  private:
-  prometheus::Histogram* phase_[7];
+  prometheus::Histogram* phase_[metrics::kStepPhaseCount];
   prometheus::Histogram& step_seconds_;
   prometheus::Counter& steps_;
   prometheus::Counter& skipped_;

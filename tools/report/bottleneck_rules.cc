@@ -41,7 +41,7 @@ std::string StepList(const std::vector<int64_t>& steps) {
   return out;
 }
 
-double Busy(const StepLine& l) { return l.step_s - l.phase_s[4]; }  // minus comm_exposed
+double Busy(const StepLine& l) { return l.step_s - l.phase_s[metrics::kCommExposed]; }
 
 }  // namespace
 
@@ -78,7 +78,7 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
     double s = 0, c = 0;
     for (const auto& [w, l] : lines) {
       s = std::max(s, l.step_s);
-      c = std::max(c, l.phase_s[6]);
+      c = std::max(c, l.phase_s[metrics::kCheckpoint]);
     }
     step_ids.push_back(step);
     slowest.push_back(s);
@@ -88,10 +88,11 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
   a.median_step_s = median;
 
   // data_loader
-  if (mean_step > 0 && a.mean_phase_s[0] > o.data_fraction * mean_step) {
+  if (mean_step > 0 && a.mean_phase_s[metrics::kDataWait] > o.data_fraction * mean_step) {
     Finding f;
     f.rule = "data_loader";
-    f.text = "data-loader bound: waiting for batches is " + Pct(a.mean_phase_s[0] / mean_step) +
+    f.text = "data-loader bound: waiting for batches is " +
+             Pct(a.mean_phase_s[metrics::kDataWait] / mean_step) +
              " of the mean step time (threshold " + Pct(o.data_fraction) +
              "): more loader threads, cheaper decode/augmentation, or a faster disk";
     a.findings.push_back(f);
@@ -102,7 +103,7 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
   for (const auto& lines : latest) {
     double comm = 0, total = 0;
     for (const StepLine& l : lines) {
-      comm += l.phase_s[4];
+      comm += l.phase_s[metrics::kCommExposed];
       total += l.step_s;
     }
     if (total > 0) least_comm_share = std::min(least_comm_share, comm / total);
@@ -139,7 +140,7 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
         ++slower;
         excess_ratio.push_back(Busy(l) / med - 1);
         for (int i = 0; i < kPhaseCount; ++i)
-          if (i != 4) phase_excess[i] += l.phase_s[i] - Median(other_phase[i]);
+          if (i != metrics::kCommExposed) phase_excess[i] += l.phase_s[i] - Median(other_phase[i]);
       }
     }
     if (compared < o.min_steps || slower < o.straggler_step_share * compared) continue;
@@ -208,8 +209,8 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
       break;
     }
   if (a.bottleneck.empty()) {
-    int top = 1;
-    for (int i : {2, 3, 5})
+    int top = metrics::kTeacherForward;
+    for (int i : {metrics::kStudentForward, metrics::kBackward, metrics::kOptimizer})
       if (a.mean_phase_s[i] > a.mean_phase_s[top]) top = i;
     a.bottleneck = std::string("compute:") + kPhaseNames[top];
   }

@@ -10,15 +10,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "metrics/step_phases.h"
 
 namespace retort::report {
 
 // The phases of a step, in the order a step runs them (worker/step_log.h field names without
-// the "_s").
-constexpr int kPhaseCount = 7;
-constexpr const char* kPhaseNames[kPhaseCount] = {"data_wait", "teacher_forward", "student_forward",
-                                                  "backward",  "comm_exposed",    "optimizer",
-                                                  "checkpoint"};
+// the "_s"): metrics/step_phases.h.
+inline constexpr int kPhaseCount = metrics::kStepPhaseCount;
+inline constexpr const auto& kPhaseNames = metrics::kStepPhaseNames;
 
 struct StepLine {
   int64_t step = 0;
