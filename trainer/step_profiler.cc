@@ -5,14 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/format_number.h"
+
 namespace retort::trainer {
 namespace {
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
+std::string Num(double v) { return FormatNumber("%.6g", v); }
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;

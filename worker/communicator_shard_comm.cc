@@ -11,7 +11,7 @@ int64_t NowUs() {
       .count();
 }
 
-class WorkHandle final : public trainer::CommHandle {
+class WorkHandle : public trainer::CommHandle {
  public:
   WorkHandle(collectives::WorkPtr work, collectives::DeviceEvents* events)
       : work_(std::move(work)), events_(events) {}
@@ -27,29 +27,22 @@ class WorkHandle final : public trainer::CommHandle {
 };
 
 // Reports the collective to a listener when its wait returns.
-class ListenedHandle final : public trainer::CommHandle {
+class ListenedHandle final : public WorkHandle {
  public:
   ListenedHandle(collectives::WorkPtr work, collectives::DeviceEvents* events,
                  CollectiveListener* listener, const char* op, int64_t elements)
-      : work_(std::move(work)),
-        events_(events),
+      : WorkHandle(std::move(work), events),
         listener_(listener),
         op_(op),
         elements_(elements),
         start_us_(NowUs()) {}
   Status Wait(Deadline deadline) override {
-    Status s = work_->Wait(deadline);
+    Status s = WorkHandle::Wait(deadline);
     listener_->OnCollective(op_, elements_, start_us_, NowUs());
     return s;
   }
-  Status StreamWait(Deadline deadline, bool* host_waited) override {
-    if (events_ == nullptr) return trainer::CommHandle::StreamWait(deadline, host_waited);
-    return work_->StreamWait(*events_, deadline, host_waited);
-  }
 
  private:
-  collectives::WorkPtr work_;
-  collectives::DeviceEvents* const events_;
   CollectiveListener* const listener_;
   const char* const op_;
   const int64_t elements_;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "common/format_number.h"
+
 namespace retort::report {
 namespace {
 
@@ -15,23 +17,11 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string Pct(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * fraction);
-  return buf;
-}
+std::string Pct(double fraction) { return FormatNumber("%.0f%%", 100.0 * fraction); }
 
-std::string Sec(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g s", s);
-  return buf;
-}
+std::string Sec(double s) { return FormatNumber("%.3g s", s); }
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", v);
-  return buf;
-}
+std::string Num(double v) { return FormatNumber("%.3g", v); }
 
 std::string StepList(const std::vector<int64_t>& steps) {
   std::string out;

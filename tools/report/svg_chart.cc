@@ -5,21 +5,15 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/format_number.h"
+
 namespace retort::report {
 namespace {
 
-std::string F(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f", v);
-  return buf;
-}
+std::string F(double v) { return FormatNumber("%.1f", v); }
 
 // A value inside a tooltip (not laid out, so any length does).
-std::string TooltipValue(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", v);
-  return buf;
-}
+std::string TooltipValue(double v) { return FormatNumber("%.3g", v); }
 
 // An approximate text width in the charts' 11 px sans-serif (no font metrics without a browser):
 // generous, so that what is laid out by it is not cut.
