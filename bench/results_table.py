@@ -88,8 +88,8 @@ def row(metric: dict[str, Any], bench_dir: pathlib.Path) -> tuple[list[str], Opt
     see = metric.get("see")
     link = f"; see [{see.split('#')[0]}]({see})" if see else ""
     if metric.get("file") is None:
-        ours = f"not measured ({metric['unmeasured']}{link})"
-        return base + [ours, NONE, NONE, target_text, NONE, NONE, NONE, NONE], None
+        text = f"not measured ({metric['unmeasured']}{link})"
+        return base + [text, NONE, NONE, target_text, NONE, NONE, NONE, NONE], None
     path = bench_dir / metric["file"]
     rows = read_lines(path) if path.exists() else []
     combine = metric.get("combine", "latest")
@@ -108,7 +108,8 @@ def row(metric: dict[str, Any], bench_dir: pathlib.Path) -> tuple[list[str], Opt
     judged = ratio if metric.get("reference") else ours
     met = NONE
     if target and judged is not None:
-        ok = judged >= target["value"] if metric["better"] == "higher" else judged <= target["value"]
+        goal = target["value"]
+        ok = judged >= goal if metric["better"] == "higher" else judged <= goal
         met = "met" if ok else "**not met**"
     return base + [
         number(ours, unit),
