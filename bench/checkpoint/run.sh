@@ -9,6 +9,7 @@ if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
   exit 0
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/bench/context.sh"
 build_dir=${RETORT_BUILD_DIR:-$root/build}
 bin=$build_dir/bench/checkpoint/checkpoint_bench
 if [[ ! -x "$bin" ]]; then
@@ -17,5 +18,5 @@ if [[ ! -x "$bin" ]]; then
 fi
 # The machine may be shared: record the load so results can be judged.
 echo "{\"bench\":\"context\",\"uptime\":\"$(uptime | sed 's/"//g')\",\"fs\":\"$(df -T /tmp | awk 'NR==2{print $2}')\"}" |
-  tee -a "$root/bench/checkpoint/results.jsonl"
-"$bin" "$@" | tee -a "$root/bench/checkpoint/results.jsonl"
+  stamp | tee -a "$root/bench/checkpoint/results.jsonl"
+"$bin" "$@" | stamp | tee -a "$root/bench/checkpoint/results.jsonl"

@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
-source "$here/context.sh"
+source "$here/../context.sh"
 build=${1:-$here/../../build}
 ranks=${RANKS:-2}
 min_bytes=${MIN_BYTES:-1024}
@@ -20,7 +20,7 @@ transports=${out%.jsonl}.transports.txt
 probe() {  # the vCPUs' placement (cache-line latency, FIFO hand-over bandwidth): see RESULTS.md
   [[ -x "$build/bench/collectives/core_to_core_probe" ]] &&
     "$build/bench/collectives/core_to_core_probe" |
-    sed "s/^{/{\"context\":\"probe\",\"when\":\"$1\",/" | tee -a "$out"
+    sed "s/^{/{\"context\":\"probe\",\"when\":\"$1\",/" | stamp | tee -a "$out"
   return 0
 }
 load_context before "$out"
@@ -34,16 +34,16 @@ probe before
 for mode in thread caller; do
   label=retort-ucx; [[ $mode == caller ]] && label=retort-ucx-caller
   "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes="$min_bytes" \
-    --max-bytes="$max_bytes" --progress=$mode --label=$label | tee -a "$out"
+    --max-bytes="$max_bytes" --progress=$mode --label=$label | stamp | tee -a "$out"
 done
 
 if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
   mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
-    "$build/bench/collectives/mpi_reference" "$min_bytes" "$max_bytes" 2>/dev/null | tee -a "$out"
+    "$build/bench/collectives/mpi_reference" "$min_bytes" "$max_bytes" 2>/dev/null | stamp | tee -a "$out"
 fi
 
 "$retort_python" "$here/gloo_reference.py" --ranks "$ranks" --min-bytes "$min_bytes" \
-  --max-bytes "$max_bytes" | tee -a "$out"
+  --max-bytes "$max_bytes" | stamp | tee -a "$out"
 
 # Point-to-point ceiling: ucx_perftest tag bandwidth between two processes on loopback, with
 # UCX's default transports and with shared memory + CMA only; the better of the two counts.
@@ -64,7 +64,7 @@ for ((bytes = min_bytes; bytes <= max_bytes; bytes *= 4)); do
     # ucx_perftest reports MB/s with MB = 2^20 bytes.
     awk -v b="$bytes" -v m="$mbps" -v t="$tls" 'BEGIN {
       printf "{\"impl\":\"ucx_perftest\",\"tls\":\"%s\",\"op\":\"send_recv\",\"ranks\":2,\"bytes\":%d,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-             t, b, m * 1048576 / 1e9, m * 1048576 / 1e9 }' | tee -a "$out"
+             t, b, m * 1048576 / 1e9, m * 1048576 / 1e9 }' | stamp | tee -a "$out"
   done
 done
 
@@ -80,12 +80,12 @@ for round in 1 2 3 4 5 6; do
     [[ $mode == fifo ]] && label=retort-ucx-fifo && extra=(--progress=thread --cma-min-bytes=0)
     "$build/bench/collectives/collectives_bench" --ranks="$ranks" --min-bytes=$((16 << 20)) \
       --max-bytes=$((64 << 20)) --ops=all_reduce,all_gather,send_recv "${extra[@]}" \
-      --label=$label | tee -a "$out"
+      --label=$label | stamp | tee -a "$out"
   done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
     mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
       "$build/bench/collectives/mpi_reference" $((16 << 20)) $((64 << 20)) 2>/dev/null |
-      grep -v reduce_scatter | tee -a "$out"
+      grep -v reduce_scatter | stamp | tee -a "$out"
   fi
   for bytes in $((16 << 20)) $((64 << 20)); do
     for tls in all posix,cma,self; do
@@ -93,7 +93,7 @@ for round in 1 2 3 4 5 6; do
       [[ -z "$mbps" ]] && continue
       awk -v b="$bytes" -v m="$mbps" -v t="$tls" 'BEGIN {
         printf "{\"impl\":\"ucx_perftest\",\"tls\":\"%s\",\"op\":\"send_recv\",\"ranks\":2,\"bytes\":%d,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-               t, b, m * 1048576 / 1e9, m * 1048576 / 1e9 }' | tee -a "$out"
+               t, b, m * 1048576 / 1e9, m * 1048576 / 1e9 }' | stamp | tee -a "$out"
     done
   done
 done

@@ -14,7 +14,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
-source "$here/context.sh"
+source "$here/../context.sh"
 build=${1:-$here/../../build}
 rounds=${ROUNDS:-3}
 out=${OUT:-$here/hierarchical_results.jsonl}
@@ -38,12 +38,12 @@ for _ in $(seq "$rounds"); do
     # shellcheck disable=SC2086 # flags are words
     "$build/bench/collectives/collectives_bench" --ranks=4 --local-size=2 $flags \
       --min-bytes=$min_bytes --max-bytes=$max_bytes --ops=all_reduce,reduce_scatter \
-      --label="$label" | tee -a "$out"
+      --label="$label" | stamp | tee -a "$out"
   done
   if [[ -x "$build/bench/collectives/mpi_reference" ]]; then
     mpirun --allow-run-as-root --oversubscribe -np 4 \
       "$build/bench/collectives/mpi_reference" $min_bytes $max_bytes 2>/dev/null |
-      grep -v all_gather | tee -a "$out"
+      grep -v all_gather | stamp | tee -a "$out"
   fi
 done
 load_context after "$out"

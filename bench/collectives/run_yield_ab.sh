@@ -8,7 +8,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../scripts/python-env.sh"
-source "$here/context.sh"
+source "$here/../context.sh"
 build=${1:-$here/../../build}
 rounds=${ROUNDS:-3}
 out=${OUT:-$here/yield_ab_results.jsonl}
@@ -20,7 +20,7 @@ for _ in $(seq "$rounds"); do
       label="$progress-$([[ $adaptive == true ]] && echo detect || echo spin)"
       "$build/bench/collectives/collectives_bench" --ranks=4 --backend=hierarchical --local-size=2 \
         --progress=$progress --adaptive-yield=$adaptive --min-bytes=4096 --max-bytes=4194304 \
-        --ops=all_reduce --label="$label" | tee -a "$out"
+        --ops=all_reduce --label="$label" | stamp | tee -a "$out"
     done
   done
 done
