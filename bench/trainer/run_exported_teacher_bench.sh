@@ -4,7 +4,8 @@
 # AOTInductor packages and TorchScript (export_bench_teachers.py; files already in OUT_DIR are
 # kept), then runs
 # exported_teacher_bench on them and prints its JSON lines and a summary line (speedups of the
-# exported teacher over TorchScript).
+# exported teacher over TorchScript). The lines, stamped (bench/context.sh), are also appended
+# to bench/trainer/exported_teacher_results.jsonl (RESULTS=FILE to append elsewhere).
 # Usage: run_exported_teacher_bench.sh BUILD_DIR [OUT_DIR]
 # Environment: PYTHON (default .venv/bin/python3), DEVICE (cpu, or cuda: packages compiled for
 # the GPU and every teacher and step on cuda:0), BATCH (128), THREADS (2), RESNET_IMAGE (64),
@@ -21,6 +22,9 @@ image=${RESNET_IMAGE:-64}
 preset=${VIT_PRESET:-fm-teacher}
 config=${VIT_CONFIG:-28,1,4,192,6,3,10}
 bench=$build/bench/trainer/exported_teacher_bench
+results=${RESULTS:-$root/bench/trainer/exported_teacher_results.jsonl}
+# shellcheck source=bench/context.sh
+source "$root/bench/context.sh"
 mkdir -p "$out"
 "$python" "$root/bench/trainer/export_bench_teachers.py" "$out" "$config" \
   --resnet-image "$image" --device "$device" >&2
@@ -38,7 +42,7 @@ vit_classes=$(cut -d, -f7 <<<"$config")
     --classes 1000 --student "torchscript:$out/resnet_student.pt" \
     --teacher "resnet18_torchscript=torchscript:$out/resnet18.pt" \
     --teacher "resnet18_exported=exported:$out/resnet18.pt2"
-} | tee "$out/results.jsonl"
+} | stamp | tee "$out/results.jsonl" | tee -a "$results"
 "$python" - "$out/results.jsonl" <<'PY'
 import json, sys
 rows = {r["label"]: r for r in map(json.loads, open(sys.argv[1]))}
