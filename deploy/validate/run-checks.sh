@@ -4,7 +4,7 @@
 #   schema OVERLAY       every object of deploy/k8s/rendered/OVERLAY.yaml against the strict
 #                        Kubernetes API schemas (version: retort_deploy/schema.py)
 #   policy OVERLAY [BUILD_DIR]  retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml
-#                        (cpu or gpu); the job spec by BUILD_DIR/tools/retort-coordinator --check-job
+#                        (cpu, gpu or rdma); the job spec by BUILD_DIR/tools/retort-coordinator --check-job
 #                        (the coordinator's own rules; without BUILD_DIR it is left unchecked)
 #   flags BUILD_DIR      entrypoints and flags of every rendered overlay and the README's retortctl
 #                        lines against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
