@@ -179,13 +179,32 @@ def _check_volume_references(objects, errors):
             config_map = dig(v, "configMap", "name")
             if dig(v, "configMap") is not None and not _find(objects, "ConfigMap", config_map):
                 errors.append(f"{name}: volume {v.get('name')} uses missing ConfigMap {config_map}")
-            if dig(v, "secret") is not None and dig(v, "secret", "optional") is not True:
-                errors.append(f"{name}: secret volume {v.get('name')} must be optional (created by the operator)")
+            # A Secret the binary cannot start without (its --tls-* files) is required, so the
+            # pod waits for it; exiting 2 on a missing file would fail the Job at once. Others
+            # (tokens, the operator's certificate) are optional.
+            if dig(v, "secret") is not None:
+                required = v.get("name") in _tls_volumes(obj)
+                if required and dig(v, "secret", "optional") is True:
+                    errors.append(f"{name}: secret volume {v.get('name')} holds --tls-* files: it must not be "
+                                  "optional (the pod waits for it; a missing file would exit 2 and fail the Job)")
+                if not required and dig(v, "secret", "optional") is not True:
+                    errors.append(f"{name}: secret volume {v.get('name')} must be optional (created by the operator)")
         names = {dig(v, "name") for v in volumes}
         for container in containers_of(obj):
             for m in items(container.get("volumeMounts")):
                 if dig(m, "name") not in names:
                     errors.append(f"{name}: mount {dig(m, 'mountPath')} names missing volume {dig(m, 'name')}")
+
+
+def _tls_volumes(obj):
+    """Names of the volumes holding a file that a container's --tls-* flag names."""
+    names = set()
+    for container in containers_of(obj):
+        for flag in ("tls-cert", "tls-key", "tls-ca"):
+            mount = _claim_holding(obj, flag_value(container, flag) or "")
+            if mount is not None and mount["volume"] is not None:
+                names.add(dig(mount["volume"], "name"))
+    return names
 
 
 def _claim_holding(obj, path):

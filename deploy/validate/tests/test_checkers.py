@@ -165,6 +165,8 @@ class PolicyCheckTest(unittest.TestCase):
             ("          grpc:\n            port: 7072\n          periodSeconds: 10",
              "          grpc:\n            port: 7070\n          periodSeconds: 10"),
             ("          optional: true", "          optional: false"),
+            ("          optional: false\n          secretName: retort-worker-tls",
+             "          optional: true\n          secretName: retort-worker-tls"),
             ("        - name: RETORT_THREADS\n          value: \"2\"",
              "        - name: RETORT_THREADS\n          valueFrom:\n            secretKeyRef: {name: s, key: k}"),
         ]:
@@ -177,6 +179,7 @@ class PolicyCheckTest(unittest.TestCase):
             r"container coordinator: readinessProbe must be a native grpc probe",
             r"Job/retort-coordinator: livenessProbe must target --health-listen \(port 7072\)",
             r"Job/retort-coordinator: secret volume credentials must be optional",
+            r"Job/retort-worker: secret volume tls holds --tls-\* files: it must not be optional",
             r"container worker: env RETORT_THREADS comes from a Secret; mount secrets as files",
             r"Secret/leaked: secrets are created by the operator, never committed",
         ])
