@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Usage: check_policy.py --accelerator=cpu|gpu [--coordinator=PATH] RENDERED.yaml
+"""Usage: check_policy.py --accelerator=cpu|gpu|rdma [--coordinator=PATH] RENDERED.yaml
 
 Checks one rendered overlay against retort's deployment rules (retort_deploy/policy.py) and its
 job spec with the coordinator's own rules (PATH/--check-job; default $RETORT_COORDINATOR;
@@ -16,7 +16,7 @@ from retort_deploy.policy import check_policy
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--accelerator", choices=["cpu", "gpu"], required=True)
+    parser.add_argument("--accelerator", choices=["cpu", "gpu", "rdma"], required=True)
     parser.add_argument("--coordinator", default=os.environ.get("RETORT_COORDINATOR"),
                         help="retort-coordinator binary whose --check-job checks the job spec")
     parser.add_argument("rendered")

@@ -4,7 +4,7 @@
 #   schema OVERLAY       every object of deploy/k8s/rendered/OVERLAY.yaml against the strict
 #                        Kubernetes API schemas (version: retort_deploy/schema.py)
 #   policy OVERLAY [BUILD_DIR]  retort's deployment rules on deploy/k8s/rendered/OVERLAY.yaml
-#                        (cpu or gpu); the job spec by BUILD_DIR/tools/retort-coordinator --check-job
+#                        (cpu, gpu or rdma); the job spec by BUILD_DIR/tools/retort-coordinator --check-job
 #                        (the coordinator's own rules; without BUILD_DIR it is left unchecked)
 #   flags BUILD_DIR      entrypoints and flags of every rendered overlay and the README's retortctl
 #                        lines against BUILD_DIR/tools/{retort-coordinator,retort-worker,retortctl} --help
@@ -13,6 +13,11 @@
 #                        BUILD_DIR/tools/retort-worker; then the check's self-test on broken copies
 #   stage BUILD_DIR      stage BUILD_DIR/tools' binaries as the image build does (all libraries
 #                        resolved, owned by packages or vendored, no compiler in the runtime set)
+#   run OVERLAY BUILD_DIR  run what deploy/k8s/rendered/OVERLAY.yaml says with BUILD_DIR/tools'
+#                        binaries: each pod a process in a network namespace of its own, a short
+#                        job to completion (run_manifests.py); exit 77 (skipped) without root or
+#                        `ip netns`
+#   run-selftest BUILD_DIR  run_manifests.py must fail on broken copies of the cpu render (77 as run)
 #   render OVERLAY       deploy/k8s/rendered/OVERLAY.yaml equals a fresh `kubectl kustomize`;
 #                        exit 77 (skipped) without kubectl 1.21+, unless the file is provably stale
 #   render-all           regenerate deploy/k8s/rendered/*.yaml with `kubectl kustomize` (kubectl 1.21+)
@@ -28,7 +33,7 @@ deploy=$(dirname "$here")
 root=$(dirname "$deploy")
 python=$root/.venv/bin/python3 # the project's Python environment (scripts/setup)
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run-checks: $*" >&2; exit 1; }
 
 # Stops with the fix unless $python exists and has the validators' packages.
@@ -103,6 +108,26 @@ case "$check" in
       help=$(timeout 10 "$tmp/stage/opt/retort/bin/$binary" --help 2>&1 || true)
       grep -Eq '^  --' <<<"$help" || die "staged $binary does not run: $help"
     done
+    ;;
+  run)
+    (($# == 2)) || die "usage: run OVERLAY BUILD_DIR"
+    need_python
+    file=$(rendered "$1")
+    [[ -d "$2/tools" ]] || die "no $2/tools (a build with the control plane)"
+    bin_dir=$(cd "$2/tools" && pwd)
+    cd "$here"
+    "$python" run_manifests.py --bin-dir="$bin_dir" "$file"
+    ;;
+  run-selftest)
+    (($# == 1)) || die "usage: run-selftest BUILD_DIR"
+    need_python
+    cd "$here"
+    reason=$("$python" -c 'from retort_deploy.netns import unavailable_reason; print(unavailable_reason() or "")')
+    if [[ -n "$reason" ]]; then
+      echo "run-selftest: SKIPPED: $reason"
+      exit 77
+    fi
+    RETORT_BIN_DIR=$(cd "$1/tools" && pwd) "$python" -m unittest --buffer tests.run_selftest
     ;;
   render)
     (($# == 1)) || die "usage: render OVERLAY"

@@ -4,10 +4,12 @@ copied here.
 
 For each container that runs retort-worker: its --device (default auto) and --devices (default:
 the resolved device), with $(VAR) taken from the container's literal env values; the local rank
-of pod i (--local-rank=$(POD_INDEX) from the pod-index label: i; a literal number: that number);
-the CUDA devices the pod sees (its nvidia.com/gpu limit, 0 without one). Pods 0 .. N-1 are
-checked, N the larger of the replicas and the job spec's elastic.max_workers (what scaling up to
-the job's bound creates). A pod whose device does not resolve, or whose --devices names another
+of pod i (--local-rank=$(VAR) with VAR the Job's completion index, from the
+batch.kubernetes.io/job-completion-index annotation or label, or JOB_COMPLETION_INDEX, which the
+Job controller sets: i; a literal number: that number); the CUDA devices the pod sees (its
+nvidia.com/gpu limit, 0 without one). Pods 0 .. N-1 are checked, N the larger of the worker
+Job's parallelism and the job spec's elastic.max_workers (what scaling up to the job's bound
+creates). A pod whose device does not resolve, or whose --devices names another
 device than the one it trains on, is an error naming the pod and the worker's message.
 """
 import json
@@ -16,10 +18,10 @@ import re
 import subprocess
 
 from . import yaml12
+from .job_rules import COMPLETION_INDEX_ENV, COMPLETION_INDEX_FIELDS
 from .manifests import containers_of, describe, dig, items
 
 WORKER_BINARY = "retort-worker"
-POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 _VAR_RE = re.compile(r"\$\((\w+)\)", re.ASCII)
 
 
@@ -87,6 +89,13 @@ def _ask_worker(worker, args):
         ) from error
 
 
+def _is_completion_index(name, env):
+    """Whether env variable `name` holds the pod's completion index in an Indexed Job."""
+    if name not in env:
+        return name == COMPLETION_INDEX_ENV  # set by the Job controller itself
+    return dig(env[name], "valueFrom", "fieldRef", "fieldPath") in COMPLETION_INDEX_FIELDS
+
+
 def _query(obj, container, pods_wanted):
     """(retort-worker arguments, whether they ask for a per-pod table, pods they stand for), or
     raises ValueError saying why the container's device cannot be checked."""
@@ -103,12 +112,12 @@ def _query(obj, container, pods_wanted):
     if visible is None:
         raise ValueError("nvidia.com/gpu limit is not a whole number")
     query.append(f"--visible-devices={visible}")
-    replicas = dig(obj, "spec", "replicas", default=1)
-    pods = max(replicas if isinstance(replicas, int) else 1, pods_wanted, 1)
+    parallelism = dig(obj, "spec", "parallelism", default=1)
+    pods = max(parallelism if isinstance(parallelism, int) else 1, pods_wanted, 1)
     rank = _flag(args, "local-rank") or "0"
     variable = _VAR_RE.fullmatch(rank)
     env = {dig(e, "name"): e for e in items(container.get("env")) if isinstance(e, dict)}
-    if variable and dig(env.get(variable.group(1)), "valueFrom", "fieldRef", "fieldPath") == POD_INDEX_FIELD:
+    if variable and _is_completion_index(variable.group(1), env):
         return query + [f"--print-device-table={pods}"], True, pods
     value, why = _expand(rank, container)
     if why or not (value or "").isdigit():

@@ -13,6 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from .cuda_version import check_cuda_version
 from .dockerfile import copy_parts, parse_dockerfile
 from .help_flags import BINARIES
 
@@ -141,8 +142,9 @@ def _check_scripts(root, errors):
     return scripts
 
 
-def check_docker(root):
-    """(error messages, Dockerfiles checked, scripts checked) for the repository at `root`."""
+def check_docker(root, torch_cuda=None):
+    """(error messages, Dockerfiles checked, scripts checked) for the repository at `root`;
+    `torch_cuda` (major.minor) stands for the installed torch's CUDA when given."""
     root = Path(root)
     docker = root / "deploy" / "docker"
     errors = []
@@ -174,6 +176,7 @@ def check_docker(root):
         errors.append("no Dockerfile in deploy/docker")
     for path in dockerfiles:
         _check_dockerfile(path, root, named_contexts, needed, errors)
+    errors.extend(check_cuda_version(read("deploy/docker/Dockerfile.cuda"), "deploy/docker/Dockerfile.cuda", torch_cuda))
     if "/src/scripts/setup" not in read("deploy/docker/Dockerfile.cpu"):
         errors.append("deploy/docker/Dockerfile.cpu: must install through scripts/setup")
     scripts = _check_scripts(root, errors)

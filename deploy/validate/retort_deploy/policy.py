@@ -3,15 +3,19 @@
 check_policy() returns messages naming the object and what is wrong; an empty list means the
 overlay complies. The rules are those deploy/README.md describes: pod hardening, resources,
 native gRPC probes, mutual TLS from Secret volumes with the coordinator's probes on its plaintext
-health-only port, one Recreate coordinator on a PVC, Services that select the right pods,
-worker identity from the downward API, graceful termination, ReadWriteMany checkpoint storage
-mounted by both sides, no committed Secret, GPU placement (gpu) or none (cpu), and the job spec.
+health-only port, the coordinator and worker Jobs (job_rules.py) with the coordinator's state
+on a PVC, Services that select the right pods, worker identity from the downward API and the
+completion index, graceful termination, ReadWriteMany checkpoint storage mounted by both sides,
+no committed Secret, GPU placement (gpu, rdma) or none (cpu), RDMA devices (rdma_rules.py), the
+namespace's Pod Security level, and the job spec.
 """
 import json
 import re
 
 from . import yaml12
+from .job_rules import check_coordinator_job, check_worker_job
 from .manifests import containers_of, describe, dig, items, pod_spec_of
+from .rdma_rules import allowed_capabilities, check_pod_security_level, check_rdma
 
 COORDINATOR = "retort-coordinator"
 WORKER = "retort-worker"
@@ -103,7 +107,7 @@ def _env(container, name):
     return next((e for e in items(container.get("env")) if dig(e, "name") == name), None)
 
 
-def _check_container_security(objects, errors):
+def _check_container_security(objects, accelerator, errors):
     for obj in objects:
         spec = pod_spec_of(obj)
         if spec is None:
@@ -129,6 +133,9 @@ def _check_container_security(objects, errors):
                 errors.append(f"{where}: readOnlyRootFilesystem must be true")
             if "ALL" not in items(dig(sc, "capabilities", "drop")):
                 errors.append(f"{where}: capabilities must drop ALL")
+            extra = set(map(str, items(dig(sc, "capabilities", "add")))) - allowed_capabilities(accelerator, container)
+            if extra:
+                errors.append(f"{where}: adds capabilities {sorted(extra)} (only the rdma overlay's workers add IPC_LOCK)")
             for kind in ("requests", "limits"):
                 for resource in ("cpu", "memory"):
                     if dig(container, "resources", kind, resource) is None:
@@ -172,13 +179,32 @@ def _check_volume_references(objects, errors):
             config_map = dig(v, "configMap", "name")
             if dig(v, "configMap") is not None and not _find(objects, "ConfigMap", config_map):
                 errors.append(f"{name}: volume {v.get('name')} uses missing ConfigMap {config_map}")
-            if dig(v, "secret") is not None and dig(v, "secret", "optional") is not True:
-                errors.append(f"{name}: secret volume {v.get('name')} must be optional (created by the operator)")
+            # A Secret the binary cannot start without (its --tls-* files) is required, so the
+            # pod waits for it; exiting 2 on a missing file would fail the Job at once. Others
+            # (tokens, the operator's certificate) are optional.
+            if dig(v, "secret") is not None:
+                required = v.get("name") in _tls_volumes(obj)
+                if required and dig(v, "secret", "optional") is True:
+                    errors.append(f"{name}: secret volume {v.get('name')} holds --tls-* files: it must not be "
+                                  "optional (the pod waits for it; a missing file would exit 2 and fail the Job)")
+                if not required and dig(v, "secret", "optional") is not True:
+                    errors.append(f"{name}: secret volume {v.get('name')} must be optional (created by the operator)")
         names = {dig(v, "name") for v in volumes}
         for container in containers_of(obj):
             for m in items(container.get("volumeMounts")):
                 if dig(m, "name") not in names:
                     errors.append(f"{name}: mount {dig(m, 'mountPath')} names missing volume {dig(m, 'name')}")
+
+
+def _tls_volumes(obj):
+    """Names of the volumes holding a file that a container's --tls-* flag names."""
+    names = set()
+    for container in containers_of(obj):
+        for flag in ("tls-cert", "tls-key", "tls-ca"):
+            mount = _claim_holding(obj, flag_value(container, flag) or "")
+            if mount is not None and mount["volume"] is not None:
+                names.add(dig(mount["volume"], "name"))
+    return names
 
 
 def _claim_holding(obj, path):
@@ -203,21 +229,18 @@ def _first_container(obj):
 
 
 def _check_coordinator(objects, errors, context):
-    deployment = _find(objects, "Deployment", COORDINATOR)
-    if deployment is None:
-        errors.append(f"Deployment/{COORDINATOR} missing")
+    coordinator_job = _find(objects, "Job", COORDINATOR)
+    if coordinator_job is None:
+        errors.append(f"Job/{COORDINATOR} missing")
         return
-    name = describe(deployment)
-    if not _is(dig(deployment, "spec", "replicas"), 1):
-        errors.append(f"{name}: replicas must be 1")
-    if dig(deployment, "spec", "strategy", "type") != "Recreate":
-        errors.append(f"{name}: strategy must be Recreate")
-    container = _first_container(deployment)
+    name = describe(coordinator_job)
+    container = _first_container(coordinator_job)
+    check_coordinator_job(objects, coordinator_job, container, errors)
     service = _find(objects, "Service", COORDINATOR)
     if service is None:
         errors.append(f"Service/{COORDINATOR} missing")
         return
-    if not _selects(dig(service, "spec", "selector"), dig(deployment, "spec", "template", "metadata", "labels")):
+    if not _selects(dig(service, "spec", "selector"), dig(coordinator_job, "spec", "template", "metadata", "labels")):
         errors.append(f"{describe(service)}: selector does not select the coordinator pods")
     listen = flag_value(container, "listen") or ""
     port = _port(listen)
@@ -246,7 +269,7 @@ def _check_coordinator(objects, errors, context):
     # health-only port.
     if "--insecure-listen" in items(container.get("args")):
         errors.append(f"{name}: --insecure-listen: the coordinator must serve mutual TLS")
-    _check_tls_files(deployment, container, name, errors)
+    _check_tls_files(coordinator_job, container, name, errors)
     health = _port(flag_value(container, "health-listen"))
     if health is None:
         errors.append(f"{name}: needs --health-listen (plaintext grpc.health.v1 for the probes)")
@@ -261,22 +284,11 @@ def _check_coordinator(objects, errors, context):
         errors.append(f"{name}: readinessProbe must ask for service {PROGRESS_SERVICE} (training progress)")
     if dig(container, "livenessProbe", "grpc", "service") not in (None, ""):
         errors.append(f"{name}: livenessProbe must ask for the overall status (no service)")
-    labels = dig(deployment, "spec", "template", "metadata", "labels")
-    budget = next(
-        (
-            o
-            for o in objects
-            if o.get("kind") == "PodDisruptionBudget" and _selects(dig(o, "spec", "selector", "matchLabels"), labels)
-        ),
-        None,
-    )
-    if budget is None or not _is(dig(budget, "spec", "maxUnavailable"), 0):
-        errors.append(f"{name}: needs a PodDisruptionBudget with maxUnavailable 0 (a drain must not evict it)")
-    state = _claim_holding(deployment, flag_value(container, "state-dir") or "")
+    state = _claim_holding(coordinator_job, flag_value(container, "state-dir") or "")
     if state is None or dig(state["volume"], "persistentVolumeClaim") is None or state["read_only"]:
         errors.append(f"{name}: --state-dir must be on a writable PersistentVolumeClaim")
     job_path = flag_value(container, "job") or ""
-    job_mount = _claim_holding(deployment, job_path)
+    job_mount = _claim_holding(coordinator_job, job_path)
     config_map = None
     if job_mount is not None and dig(job_mount["volume"], "configMap") is not None:
         config_map = _find(objects, "ConfigMap", dig(job_mount["volume"], "configMap", "name"))
@@ -291,36 +303,25 @@ def _check_coordinator(objects, errors, context):
     except yaml12.yaml.YAMLError as error:
         errors.append(f"{describe(config_map)}: {key} is not valid YAML: {error}")
         return
-    context["coordinator"] = {"deployment": deployment, "container": container, "service": service}
+    context["coordinator"] = {"job": coordinator_job, "container": container, "service": service}
 
 
 def _check_workers(objects, errors, context):
-    workers = _find(objects, "StatefulSet", WORKER)
+    workers = _find(objects, "Job", WORKER)
     if workers is None:
-        errors.append(f"StatefulSet/{WORKER} missing")
+        errors.append(f"Job/{WORKER} missing")
         return
     name = describe(workers)
     labels = dig(workers, "spec", "template", "metadata", "labels")
     pod = _mapping(dig(workers, "spec", "template", "spec"))
-    headless = _find(objects, "Service", dig(workers, "spec", "serviceName"))
-    if headless is None or dig(headless, "spec", "clusterIP") != "None":
-        errors.append(f"{name}: serviceName must name a headless Service")
-    elif not _selects(dig(headless, "spec", "selector"), labels):
+    headless = _find(objects, "Service", pod.get("subdomain"))
+    if headless is not None and not _selects(dig(headless, "spec", "selector"), labels):
         errors.append(f"{describe(headless)}: selector does not select the workers")
     grace = _number(pod.get("terminationGracePeriodSeconds"))
     if not (grace is not None and grace >= 60):
         errors.append(f"{name}: terminationGracePeriodSeconds must be >= 60 (SIGTERM drains at a step boundary)")
-    budget = next(
-        (
-            o
-            for o in objects
-            if o.get("kind") == "PodDisruptionBudget" and _selects(dig(o, "spec", "selector", "matchLabels"), labels)
-        ),
-        None,
-    )
-    if budget is None or not _is(dig(budget, "spec", "maxUnavailable"), 1):
-        errors.append(f"{name}: needs a PodDisruptionBudget with maxUnavailable 1 (drains evict one worker at a time)")
     container = _first_container(workers)
+    check_worker_job(objects, workers, container, headless, dig(context.get("job_spec"), "elastic"), errors)
 
     def field_of(flag):
         m = re.fullmatch(r"\$\((\w+)\)", flag_value(container, flag) or "", re.ASCII)
@@ -343,12 +344,6 @@ def _check_workers(objects, errors, context):
     if health is None or not _is(dig(container, "readinessProbe", "grpc", "port"), health):
         errors.append(f"{name}: probes must target --health-listen")
     _check_tls_files(workers, container, name, errors)
-    elastic = dig(context.get("job_spec"), "elastic")
-    replicas = _number(dig(workers, "spec", "replicas"))
-    if isinstance(elastic, dict) and replicas is not None:
-        low, high = _number(elastic.get("min_workers")), _number(elastic.get("max_workers"))
-        if (low is not None and replicas < low) or (high is not None and replicas > high):
-            errors.append(f"{name}: replicas {dig(workers, 'spec', 'replicas')} outside the job's elastic bounds")
     context["workers"] = workers
 
 
@@ -361,7 +356,7 @@ def _check_shared_storage(objects, errors, context):
     for what, path in (("checkpoint.dir", dig(job, "checkpoint", "dir")), ("output_dir", job.get("output_dir"))):
         if not path:
             continue
-        claims = [_claim_holding(o, str(path)) for o in (coordinator["deployment"], workers)]
+        claims = [_claim_holding(o, str(path)) for o in (coordinator["job"], workers)]
         names = [dig(c, "volume", "persistentVolumeClaim", "claimName") if c else None for c in claims]
         if None in names or names[0] != names[1] or any(c["read_only"] for c in claims):
             errors.append(f"job {what}={path}: must be on one writable PVC mounted by coordinator and workers")
@@ -383,7 +378,7 @@ def _check_accelerator(objects, accelerator, errors, context):
     container = _first_container(workers)
     devices = _VAR_RE.sub(lambda m: str(dig(_env(container, m.group(1)), "value", default=m.group(0))),
                           flag_value(container, "devices") or "")
-    if accelerator == "gpu":
+    if accelerator in ("gpu", "rdma"):
         gpus = [_number(dig(container, "resources", k, "nvidia.com/gpu")) for k in ("requests", "limits")]
         if any(g is None or g < 1 for g in gpus):
             errors.append(f"{name}: must request and limit nvidia.com/gpu")
@@ -423,14 +418,16 @@ def _check_one_namespace(objects, errors):
 
 
 def check_policy(objects, accelerator, job_checker):
-    """Every rule on the objects of one rendered overlay; `accelerator` is 'cpu' or 'gpu'.
+    """Every rule on the objects of one rendered overlay; `accelerator` is 'cpu', 'gpu' or
+    'rdma' (gpu plus the host's RDMA devices).
     `job_checker` is a job_spec.JobSpecChecker (the coordinator's own rules), or None to leave
     the job spec unchecked."""
     objects = [o for o in objects if isinstance(o, dict)]
     errors = []
     context = {}
     _check_one_namespace(objects, errors)
-    _check_container_security(objects, errors)
+    _check_container_security(objects, accelerator, errors)
+    check_pod_security_level(objects, accelerator, errors)
     _check_volume_references(objects, errors)
     _check_coordinator(objects, errors, context)
     if "job_spec" in context and job_checker is not None:
@@ -438,4 +435,5 @@ def check_policy(objects, accelerator, job_checker):
     _check_workers(objects, errors, context)
     _check_shared_storage(objects, errors, context)
     _check_accelerator(objects, accelerator, errors, context)
+    check_rdma(objects, accelerator, context.get("workers"), errors)
     return errors

@@ -49,7 +49,7 @@ class DeviceCheckTest(unittest.TestCase):
         self.assertIn("32 worker pods, 0 problems", output)  # up to the job's elastic.max_workers
 
     def test_fails_when_pods_see_two_gpus_and_the_pod_index_picks_one(self):
-        # The StatefulSet index is the local rank: unique per job, not 0..k-1 per node.
+        # The completion index is the local rank: unique per job, not 0..k-1 per node.
         text = replace_once(self, committed_render("gpu"), "- --device=$(RETORT_DEVICE)\n", "- --device=auto\n")
         text = text.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"')
         status, output = self.check("gpu", text)

@@ -22,7 +22,8 @@ HELP = {
         for f in [
             "listen", "state-dir", "job", "heartbeat-interval-ms", "eviction-timeout-ms", "settle-ms",
             "min-workers", "max-workers", "checkpoint-dir", "log-level", "rejoin-grace-ms",
-            "metrics-listen", "tls-cert", "tls-key", "tls-ca", "health-listen",
+            "metrics-listen", "tls-cert", "tls-key", "tls-ca", "health-listen", "signal-exit-code",
+            "stall-deadline-ms", "port-file",
         ]
     )
     + _flag("no-check-paths", False)
@@ -35,7 +36,7 @@ HELP = {
         for f in [
             "coordinator", "node", "local-rank", "data-address", "device", "devices", "threads",
             "health-listen", "log-level",
-            "metrics-listen", "tls-ca", "tls-cert", "tls-key",
+            "metrics-listen", "tls-ca", "tls-cert", "tls-key", "signal-exit-code",
         ]
     )
     + "  --help\n      Show this help and exit.\n",

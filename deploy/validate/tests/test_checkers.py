@@ -8,7 +8,7 @@ from retort_deploy.schema import KUBERNETES_VERSION
 
 from .fakes import assert_fails_naming, DEPLOY, HELP, committed_render, make_fake_binaries, replace_once, run_script, write_temp
 
-OVERLAYS = ("cpu", "gpu")
+OVERLAYS = ("cpu", "gpu", "rdma")
 
 
 class HelpFlagsTest(unittest.TestCase):
@@ -81,20 +81,20 @@ class SchemaCheckTest(unittest.TestCase):
 
     def test_catches_wrong_types_and_misspelt_fields_at_any_depth(self):
         text = committed_render("cpu")
-        text = replace_once(self, text, "replicas: 1", "replicas: one")
+        text = replace_once(self, text, "parallelism: 1", "parallelism: one")
         text = replace_once(self, text, "fieldPath: status.podIP", "fieldPth: status.podIP")
         text = replace_once(self, text, "readinessProbe:", "readinesProbe:")
         status, output = run_script("check_schema.py", write_temp(self, "bad.yaml", text))
         self.assertEqual(status, 1, output)
-        self.assertRegex(output, r"Deployment/retort-coordinator: spec\.replicas: 'one' is not of type 'integer'")
+        self.assertRegex(output, r"Job/retort-coordinator: spec\.parallelism: 'one' is not of type 'integer'")
         self.assertRegex(
-            output, r'StatefulSet/retort-worker: spec\.template\.spec\.containers\[0\]\.env\[3\]\.valueFrom\.fieldRef: '
+            output, r'Job/retort-worker: spec\.template\.spec\.containers\[0\]\.env\[3\]\.valueFrom\.fieldRef: '
             r'unknown field "fieldPth"'
         )
         self.assertRegex(output, r"fieldRef: 'fieldPath' is a required property")
         self.assertRegex(
             output,
-            r'Deployment/retort-coordinator: spec\.template\.spec\.containers\[0\]: unknown field "readinesProbe"',
+            r'Job/retort-coordinator: spec\.template\.spec\.containers\[0\]: unknown field "readinesProbe"',
         )
 
     def test_rejects_a_kind_the_kubernetes_version_does_not_know(self):
@@ -119,24 +119,25 @@ class PolicyCheckTest(unittest.TestCase):
             self.assertEqual(status, 0, output)
         broken = committed_render("cpu")
         for old, new in [
-            ("type: Recreate", "type: RollingUpdate"),
+            ("  completions: 1\n", "  completions: 2\n"),
             ("readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false"),
             ("terminationGracePeriodSeconds: 60", "terminationGracePeriodSeconds: 5"),
             ("- ReadWriteMany", "- ReadWriteOnce"),
             ("global_batch: 256", "global_batch: 256\n    batch_size: 64"),
             ("--coordinator=retort-coordinator.", "--coordinator=coordinator."),
-            ("maxUnavailable: 1", "maxUnavailable: 3"),
+            ("minAvailable: 1", "maxUnavailable: 0"),  # the coordinator's budget
+            ("minAvailable: 1", "minAvailable: 3"),  # the workers'
+
             ("  name: retort-shared\n  namespace: retort", "  name: retort-shared"),
             ("        - --tls-ca=/etc/retort/tls/ca.crt\n        - --health-listen=0.0.0.0:7072\n",
              "        - --insecure-listen\n"),
             ("        - --tls-key=/etc/retort/tls/worker.key\n", "        - --tls-key=/opt/retort/worker.key\n"),
             ("service: retort.v1.TrainingProgress", "service: \"\""),
-            ("maxUnavailable: 0", "maxUnavailable: 1"),
         ]:
             broken = replace_once(self, broken, old, new)
         status, output = run_script("check_policy.py", "--accelerator=cpu", write_temp(self, "broken.yaml", broken))
         assert_fails_naming(self, status, output, [
-            r"strategy must be Recreate",
+            r"Job/retort-coordinator: completions must be 1",
             r"readOnlyRootFilesystem must be true",
             r"terminationGracePeriodSeconds must be >= 60",
             r"PersistentVolumeClaim/retort-shared: must be ReadWriteMany",
@@ -144,14 +145,14 @@ class PolicyCheckTest(unittest.TestCase):
             r"job spec: batch_size: unknown field" if os.environ.get("RETORT_COORDINATOR")
             else r"job spec NOT checked",
             r"--coordinator=coordinator\.\$\(POD_NAMESPACE\)\.svc:7070 is not the coordinator Service",
-            r"needs a PodDisruptionBudget with maxUnavailable 1",
+            r"Job/retort-worker: needs a PodDisruptionBudget with minAvailable 1 \(the job's elastic.min_workers",
             r"PersistentVolumeClaim/retort-shared: namespace must be retort \(is unset\)",
-            r"Deployment/retort-coordinator: --insecure-listen: the coordinator must serve mutual TLS",
-            r"Deployment/retort-coordinator: needs --tls-ca \(mutual TLS\)",
-            r"Deployment/retort-coordinator: needs --health-listen",
-            r"StatefulSet/retort-worker: --tls-key=/opt/retort/worker.key is not a file of a mounted Secret volume",
-            r"Deployment/retort-coordinator: readinessProbe must ask for service retort.v1.TrainingProgress",
-            r"Deployment/retort-coordinator: needs a PodDisruptionBudget with maxUnavailable 0",
+            r"Job/retort-coordinator: --insecure-listen: the coordinator must serve mutual TLS",
+            r"Job/retort-coordinator: needs --tls-ca \(mutual TLS\)",
+            r"Job/retort-coordinator: needs --health-listen",
+            r"Job/retort-worker: --tls-key=/opt/retort/worker.key is not a file of a mounted Secret volume",
+            r"Job/retort-coordinator: readinessProbe must ask for service retort.v1.TrainingProgress",
+            r"Job/retort-coordinator: needs a PodDisruptionBudget with minAvailable 1 \(a drain",
         ])
 
     def test_names_pod_hardening_probe_image_and_secret_violations(self):
@@ -164,6 +165,8 @@ class PolicyCheckTest(unittest.TestCase):
             ("          grpc:\n            port: 7072\n          periodSeconds: 10",
              "          grpc:\n            port: 7070\n          periodSeconds: 10"),
             ("          optional: true", "          optional: false"),
+            ("          optional: false\n          secretName: retort-worker-tls",
+             "          optional: true\n          secretName: retort-worker-tls"),
             ("        - name: RETORT_THREADS\n          value: \"2\"",
              "        - name: RETORT_THREADS\n          valueFrom:\n            secretKeyRef: {name: s, key: k}"),
         ]:
@@ -174,8 +177,9 @@ class PolicyCheckTest(unittest.TestCase):
             r'container coordinator: image "retort-cpu" must carry a tag or digest',
             r'container coordinator: "--log-level=\$\(LOG_LEVEL\)" uses \$\(LOG_LEVEL\) but env has no LOG_LEVEL',
             r"container coordinator: readinessProbe must be a native grpc probe",
-            r"Deployment/retort-coordinator: livenessProbe must target --health-listen \(port 7072\)",
-            r"Deployment/retort-coordinator: secret volume credentials must be optional",
+            r"Job/retort-coordinator: livenessProbe must target --health-listen \(port 7072\)",
+            r"Job/retort-coordinator: secret volume credentials must be optional",
+            r"Job/retort-worker: secret volume tls holds --tls-\* files: it must not be optional",
             r"container worker: env RETORT_THREADS comes from a Secret; mount secrets as files",
             r"Secret/leaked: secrets are created by the operator, never committed",
         ])

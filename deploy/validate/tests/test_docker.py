@@ -60,6 +60,18 @@ class DockerCheckTest(unittest.TestCase):
             r"--from=torch is neither an earlier stage nor a build context",
         ])
 
+    def test_the_cuda_image_must_be_the_cuda_torch_is_built_for(self):
+        repo = self.fake_repo()
+        status, output = run_script("check_docker.py", "--torch-cuda=13.2", repo)
+        self.assertEqual(status, 0, output)
+        status, output = run_script("check_docker.py", "--torch-cuda=12.8", repo)
+        assert_fails_naming(self, status, output, [
+            r"Dockerfile.cuda: CUDA_VERSION is CUDA 13\.2, but the project builds against torch's LibTorch for CUDA 12\.8",
+        ])
+        self.edit(repo, "Dockerfile.cuda", "ARG CUDA_VERSION=13.2.0", "ARG CUDA_VERSION=latest")
+        status, output = run_script("check_docker.py", "--torch-cuda=13.2", repo)
+        assert_fails_naming(self, status, output, [r"Dockerfile.cuda: needs one build argument ARG CUDA_VERSION"])
+
     def test_an_entrypoint_that_is_not_a_retort_binary_fails(self):
         repo = self.fake_repo()
         self.edit(
