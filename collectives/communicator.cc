@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "collectives/executor.h"
 #include "collectives/validate.h"
 
 namespace retort::collectives {
@@ -122,6 +123,21 @@ WorkPtr Communicator::AllGather(ConstBuffer input, MutableBuffer output,
       "all_gather",
       ValidateEqualCounts("all_gather", "output", output.count, "input", input.count, size()),
       [&] { return AllGatherV(input, output, std::vector<size_t>(size(), input.count), options); });
+}
+
+WorkPtr SubmitComposedStep(OpExecutor& executor, std::string description,
+                           const CollectiveOptions& options,
+                           std::chrono::milliseconds default_timeout, ReadyEventPtr* running_ready,
+                           std::function<Status(Work&)> step) {
+  const auto timeout = options.timeout.value_or(default_timeout);
+  return executor.Submit(
+      std::move(description), Deadline::After(timeout),
+      [running_ready, ready = options.ready, step = std::move(step)](Work& work) {
+        *running_ready = ready;
+        Status status = step(work);
+        *running_ready = nullptr;
+        return status;
+      });
 }
 
 Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,

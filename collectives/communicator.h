@@ -148,4 +148,14 @@ Status AwaitSubOperation(Work& parent, const std::atomic<bool>& broken,
                          const std::function<WorkPtr(const CollectiveOptions&)>& issue,
                          const ReadyEventPtr& ready = nullptr);
 
+class OpExecutor;
+
+// For compositions: submits `step` to `executor` with options.timeout (else `default_timeout`),
+// and while it runs (on the executor's thread) keeps options.ready in *running_ready, the event
+// the step's sub-operations and copies order after. *running_ready belongs to that thread.
+WorkPtr SubmitComposedStep(OpExecutor& executor, std::string description,
+                           const CollectiveOptions& options,
+                           std::chrono::milliseconds default_timeout, ReadyEventPtr* running_ready,
+                           std::function<Status(Work&)> step);
+
 }  // namespace retort::collectives

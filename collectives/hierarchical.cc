@@ -117,14 +117,8 @@ std::string HierarchicalCommunicator::name() const {
 
 WorkPtr HierarchicalCommunicator::Submit(std::string description, const CollectiveOptions& options,
                                          Step step) {
-  const auto timeout = options.timeout.value_or(default_timeout_);
-  return executor_->Submit(std::move(description), Deadline::After(timeout),
-                           [this, ready = options.ready, step = std::move(step)](Work& work) {
-                             running_ready_ = ready;
-                             Status status = step(work);
-                             running_ready_ = nullptr;
-                             return status;
-                           });
+  return SubmitComposedStep(*executor_, std::move(description), options, default_timeout_,
+                            &running_ready_, std::move(step));
 }
 
 Status HierarchicalCommunicator::Await(

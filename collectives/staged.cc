@@ -76,14 +76,8 @@ Status StagedCommunicator::SameKind(MemoryKind a, MemoryKind b, const char* op) 
 
 WorkPtr StagedCommunicator::Submit(std::string description, const CollectiveOptions& options,
                                    std::function<Status(Work&)> step) {
-  const auto timeout = options.timeout.value_or(default_timeout());
-  return executor_->Submit(std::move(description), Deadline::After(timeout),
-                           [this, ready = options.ready, step = std::move(step)](Work& work) {
-                             running_ready_ = ready;
-                             Status status = step(work);
-                             running_ready_ = nullptr;
-                             return status;
-                           });
+  return SubmitComposedStep(*executor_, std::move(description), options, default_timeout(),
+                            &running_ready_, std::move(step));
 }
 
 WorkPtr StagedCommunicator::Passthrough(std::string description, const CollectiveOptions& options,

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/host_port.h"
+
 namespace retort::metrics {
 namespace {
 
@@ -38,11 +40,10 @@ std::string Response(const char* status, const char* type, const std::string& bo
 }  // namespace
 
 Status ValidateListenAddress(const std::string& flag, const std::string& listen) {
-  const auto colon = listen.rfind(':');
+  const HostPort parts = SplitHostPort(listen);
   const std::string bad = "--" + flag + ": '" + listen + "' is not host:port";
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
-    return InvalidArgumentError(bad);
-  const std::string port = listen.substr(colon + 1);
+  if (parts.host.empty() || parts.port.empty()) return InvalidArgumentError(bad);
+  const std::string& port = parts.port;
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
     return InvalidArgumentError(bad + " (port '" + port + "')");
   if (std::stoi(port) > 65535) return InvalidArgumentError(bad + " (port " + port + " > 65535)");
@@ -51,11 +52,9 @@ Status ValidateListenAddress(const std::string& flag, const std::string& listen)
 
 StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const std::string& listen) {
   RETORT_RETURN_IF_ERROR(ValidateListenAddress("metrics-listen", listen));
-  const auto colon = listen.rfind(':');
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  const std::string port = listen.substr(colon + 1);
+  const HostPort parts = SplitHostPort(listen);
+  const std::string& host = parts.host;
+  const std::string& port = parts.port;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
