@@ -359,7 +359,9 @@ void Coordinator::Tick() {
     }
   }
   if (AwaitingRejoinLocked(now)) return;
-  if (!membership_dirty_) return;
+  // An ended job forms no more generations (its members leave; a coordinator lingering after
+  // the end, --linger-after-end-ms, only answers late workers).
+  if (!membership_dirty_ || rpc::IsFinalJobState(state_.state())) return;
   bool settled = now - membership_changed_at_ >= std::chrono::milliseconds(options_.settle_ms);
   bool full = static_cast<int>(members_.size()) >= state_.max_workers();
   if (settled || full) FormGenerationLocked();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/args.h"
+#include "common/deadline.h"
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "coordinator/coordinator.h"
@@ -43,6 +44,7 @@ struct Config {
   int64_t stall_deadline_ms = 300000;
   coordinator::CoordinatorOptions opts;
   bool exit_when_finished = true;
+  int64_t linger_after_end_ms = 0;
   bool check_paths = true;
   bool insecure_listen = false;
   int signal_exit_code = tools::kExitSignalledDefault;
@@ -101,6 +103,10 @@ void RegisterFlags(ArgParser& args, Config* c) {
                  "where checkpoints are committed (default STATE_DIR/checkpoints)");
   args.AddBool("exit-when-finished", &c->exit_when_finished,
                "exit once the job is stopped/completed and all workers left");
+  args.AddInt("linger-after-end-ms", &c->linger_after_end_ms,
+              "with --exit-when-finished: keep answering this long after the job ended and its "
+              "members left, so a worker that was waiting or restarting learns the job ended and "
+              "exits 0 instead of waiting for a coordinator that is gone (0 = exit at once)");
   tools::AddSignalExitCodeFlag(args, &c->signal_exit_code);
   args.AddBool("check-paths", &c->check_paths,
                "check that the job's local dataset/model paths exist on this host before any "
@@ -127,7 +133,8 @@ void RegisterFlags(ArgParser& args, Config* c) {
 // The flags' rules and the job spec (loaded and pre-flight checked): usage errors.
 StatusOr<std::optional<v1::JobSpec>> CheckConfig(const Config& c) {
   if (c.opts.state_dir.empty()) return InvalidArgumentError("--state-dir is required (see --help)");
-  if (c.stall_deadline_ms < 0) return InvalidArgumentError("--stall-deadline-ms must be >= 0");
+  if (c.stall_deadline_ms < 0 || c.linger_after_end_ms < 0)
+    return InvalidArgumentError("--stall-deadline-ms and --linger-after-end-ms must be >= 0");
   RETORT_RETURN_IF_ERROR(tools::CheckSignalExitCode(c.signal_exit_code));
   if (Status allowed =
           coordinator::CheckListenPolicy(c.listen, c.security.tls(), c.insecure_listen);
@@ -234,14 +241,24 @@ StatusOr<RunOutcome> Run(Config c) {
     signalled = true;
   });
   ProgressSignal progress{health.get(), c.stall_deadline_ms};
+  std::optional<Deadline> linger;  // set once the job finished
   while (!signalled) {
     progress.Update(*coord);
-    if (c.exit_when_finished && coord->WaitFinished(200)) {
-      LOG_INFO("coordinator") << "job finished (" << rpc::JobStateName(coord->GetStatus().state())
-                              << "); exiting";
-      break;
+    if (linger) {
+      if (linger->Expired()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else if (c.exit_when_finished && coord->WaitFinished(200)) {
+      const char* state = rpc::JobStateName(coord->GetStatus().state());
+      if (c.linger_after_end_ms == 0) {
+        LOG_INFO("coordinator") << "job finished (" << state << "); exiting";
+        break;
+      }
+      LOG_INFO("coordinator") << "job finished (" << state << "); answering late workers for "
+                              << c.linger_after_end_ms << " ms before exiting";
+      linger = Deadline::AfterMs(c.linger_after_end_ms);
+    } else if (!c.exit_when_finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    if (!c.exit_when_finished) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   RunOutcome outcome{coord->GetStatus()};
   outcome.interrupted = signalled && !rpc::IsFinalJobState(outcome.status.state());

@@ -1,10 +1,10 @@
 // retort-worker: one training process of a retort job. Joins the coordinator, follows its
 // generations and leaves cleanly on SIGTERM/SIGINT or when the coordinator asks it to.
-// Exit status: 0 left the job (completed, also before this worker could join; drained; stopped;
-// SIGTERM/SIGINT at any moment, also before joining, unless --signal-exit-code says otherwise);
-// 1 an error (the message says which);
-// 2 a usage error. --print-device[-table] prints what the device flags resolve to and exits: 0,
-// or 2 when they do not resolve (worker/worker_device.h).
+// Exit status: 0 left the job (completed or stopped, also before this worker could join;
+// drained; SIGTERM/SIGINT at any moment, also before joining, unless --signal-exit-code says
+// otherwise); 1 an error (the message says which; also a job that failed); 2 a usage error.
+// --print-device[-table] prints what the device flags resolve to and exits: 0, or 2 when they do
+// not resolve (worker/worker_device.h).
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +19,7 @@
 #include "common/args.h"
 #include "common/logging.h"
 #include "rpc/health_server.h"
+#include "rpc/job_state.h"
 #include "tools/exit_status.h"
 #include "tools/signals.h"
 #include "worker/coordinator_client.h"
@@ -324,10 +325,12 @@ Status Run(const Config& c, bool* interrupted) {
     LOG_INFO("worker") << "stopped before joining the job";
     return Status::Ok();
   }
-  // The job completed before this worker could join (or re-join): nothing to do, like a worker
-  // that finished it.
-  if (!s.ok() && agent.ended_state() == v1::JOB_STATE_COMPLETED) {
-    LOG_INFO("worker") << "the job is already completed; nothing to do";
+  // The job completed or was stopped before this worker could join (or re-join): nothing to
+  // do, like a worker that was there when it ended. (A failed job stays an error.)
+  const v1::JobState ended = agent.ended_state();
+  if (!s.ok() && (ended == v1::JOB_STATE_COMPLETED || ended == v1::JOB_STATE_STOPPED ||
+                  ended == v1::JOB_STATE_STOPPING)) {
+    LOG_INFO("worker") << "the job is already " << rpc::JobStateName(ended) << "; nothing to do";
     return Status::Ok();
   }
   return tools::RunError(s);

@@ -29,6 +29,10 @@ What Kubernetes would do is substituted, and nothing else:
 - The job spec (the coordinator's --job ConfigMap) is made short: `steps: N` instead of its
   length, optimizer.warmup_steps at most N, a checkpoint every N/2 steps, no evaluation. The rest
   of the spec is the overlay's.
+- After the job: once every worker pod exited 0, the coordinator must still be answering
+  (--linger-after-end-ms); a late copy of worker pod 0 (what a replaced pod is) is started and
+  must exit 0 saying the job ended; then the coordinator gets SIGTERM, as the kubelet would send
+  it, and must exit 0 (the job had ended, so --signal-exit-code does not apply).
 Not emulated: the pod security context (processes run as root, root filesystem writable),
 resource limits, image contents, the scheduler, restarts.
 
@@ -228,6 +232,53 @@ def prepare(objects, bin_dir, steps, root, network):
     return running, coordinator, spec, changes
 
 
+class LateWorker:
+    """After the job: the coordinator must linger (--linger-after-end-ms), a worker pod started
+    then (a replaced pod, or one that waited for a place) must learn the job ended and exit 0,
+    and SIGTERM to the lingering coordinator (the kubelet ending it) must exit 0: the job ended,
+    so the signal interrupted nothing. Driven by run()'s loop, one step per round."""
+
+    def __init__(self, coordinator, workers, root):
+        self.coordinator = coordinator
+        self.workers = workers
+        self.root = root
+        self.pod = None
+        self.gone_with_the_job = False
+        self.terminated = False
+
+    def pods(self):
+        return [self.pod] if self.pod is not None else []
+
+    def step(self, network):
+        if self.pod is None:
+            if not self.workers or any(w.poll() != 0 for w in self.workers):
+                return
+            if self.coordinator.poll() is not None:
+                self.gone_with_the_job = True
+                return
+            first = self.workers[0]
+            self.pod = RunningPod(first.pod, first.container, first.argv, first.env,
+                                  os.path.join(self.root, f"{first.pod.name}-late.log"))
+            self.pod.start(network, first.pod.namespace_name, os.path.join(self.root, "pods"))
+            print(f"run-manifests: every worker exited 0; started a late copy of {first.pod.name}")
+        elif self.pod.poll() is not None and not self.terminated:
+            self.coordinator.terminate()
+            self.terminated = True
+
+    def problems(self):
+        if self.gone_with_the_job:
+            return ["the coordinator exited with the job: a worker pod replaced after that would "
+                    "wait for it for ever (--linger-after-end-ms)"]
+        if self.pod is None:
+            return []  # the job did not get that far: the other checks say why
+        if self.pod.poll() is None:
+            return ["the late worker pod was still waiting when the run ended"]
+        if self.pod.exit_code != 0 or "nothing to do" not in self.pod.log_tail(50):
+            return [f"the late worker pod exited {self.pod.exit_code} without learning that the "
+                    f"job ended:\n{self.pod.log_tail()}"]
+        return []
+
+
 def run(rendered, bin_dir, steps, timeout_s):
     objects = [o for o in load_manifests(rendered) if isinstance(o, dict)]
     root = tempfile.mkdtemp(prefix="retort-run-manifests-")
@@ -241,15 +292,18 @@ def run(rendered, bin_dir, steps, timeout_s):
                 pod.start(network, pod.pod.namespace_name, os.path.join(root, "pods"))
                 print(f"run-manifests: started {pod.pod.name} at {pod.pod.ip}: {' '.join(pod.argv)}")
             deadline = time.monotonic() + timeout_s
+            late = LateWorker(coordinator, [p for p in running if p is not coordinator], root)
             # Until every pod ended, the deadline passed, or a pod failed (which this run does
             # not retry: the others are then stopped).
-            while any(p.poll() is None for p in running) and time.monotonic() < deadline and \
-                    not any(p.poll() not in (None, 0) for p in running):
+            while any(p.poll() is None for p in running + late.pods()) and \
+                    time.monotonic() < deadline and \
+                    not any(p.poll() not in (None, 0) for p in running + late.pods()):
                 for pod in running:
                     if pod.poll() is None:
                         pod.probe()
+                late.step(network)
                 time.sleep(0.2)
-            problems = []
+            problems = late.problems()
             for pod in running:
                 if pod.poll() is None:
                     if time.monotonic() >= deadline:
@@ -260,7 +314,7 @@ def run(rendered, bin_dir, steps, timeout_s):
                 for probe, port, service, answer in pod.probes_never_serving():
                     problems.append(f"pod {pod.pod.name}: {probe} (port {port}, service '{service}') "
                                     f"never answered SERVING (last: {answer})")
-            for pod in running:
+            for pod in running + late.pods():
                 pod.kill()
             if not problems:
                 workers = [p for p in running if p is not coordinator]

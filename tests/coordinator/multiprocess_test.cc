@@ -253,6 +253,46 @@ TEST_F(MultiProcessTest, SignalExitCodeMarksProcessesStoppedBeforeTheirJobEnded)
   EXPECT_EQ(*crc, 143) << Logs();
 }
 
+// --linger-after-end-ms: after the job ended, a worker that turns up late (a restarted pod, one
+// that waited for a place) learns it ended and exits 0 instead of waiting for a coordinator that
+// is gone; a signal during the linger is not an interruption (the job has ended).
+TEST_F(MultiProcessTest, LingeringCoordinatorSendsLateWorkersHomeAndExitsZeroOnASignal) {
+  coordinator_->Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->Wait(milliseconds(5000)).has_value());
+  ASSERT_TRUE(
+      StartCoordinator(port_, {"--linger-after-end-ms=20000", "--signal-exit-code=143"}).empty())
+      << Logs();
+  StartWorkers(1);
+  uint64_t gen = 0;
+  ASSERT_TRUE(WaitFor([&] { return FormedWith(1, &gen); }, milliseconds(10000))) << Logs();
+  std::string out;
+  ASSERT_EQ(
+      testing::RunCommand({BinaryPath("tools/retortctl"), "--coordinator=" + address_, "stop"},
+                          &out, milliseconds(10000)),
+      0)
+      << out;
+  auto rc = workers_[0]->Wait(milliseconds(5000));
+  ASSERT_TRUE(rc.has_value()) << Logs();
+  EXPECT_EQ(*rc, 0) << Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] { return coordinator_->Log().find("answering late workers") != std::string::npos; },
+      milliseconds(5000)))
+      << Logs();
+
+  StartWorkers(1);  // late
+  rc = workers_[1]->Wait(milliseconds(10000));
+  ASSERT_TRUE(rc.has_value()) << "a late worker kept waiting\n" << Logs();
+  EXPECT_EQ(*rc, 0) << Logs();
+  EXPECT_NE(workers_[1]->Log().find("the job is already stopped; nothing to do"), std::string::npos)
+      << Logs();
+  EXPECT_TRUE(coordinator_->Running()) << "the coordinator left before its linger\n" << Logs();
+
+  coordinator_->Signal(SIGTERM);
+  auto crc = coordinator_->Wait(milliseconds(5000));
+  ASSERT_TRUE(crc.has_value()) << Logs();
+  EXPECT_EQ(*crc, 0) << "the job had ended: a signal then is no interruption\n" << Logs();
+}
+
 TEST_F(MultiProcessTest, RetortctlStatusJsonDrainStopAndErrors) {
   StartWorkers(2);
   uint64_t gen = 0;

@@ -6,7 +6,8 @@ policy fails the Job at once on the exit codes a retry cannot fix and ignores po
 Kubernetes disrupted (the DisruptionTarget condition: drains, preemption); a SIGTERM before
 the job ended exits 143 (--signal-exit-code), so an evicted pod is a failed pod the Job
 replaces, not a completed one. The coordinator: one pod (completions = parallelism = 1), exit
-codes 2 (usage, a changed spec) and 3 (job failed) fail the Job. The workers: an Indexed Job
+codes 2 (usage, a changed spec) and 3 (job failed) fail the Job, and it answers for a while
+after the job ended (--linger-after-end-ms), so late worker pods learn the end and exit 0. The workers: an Indexed Job
 (completions = parallelism, the scaling knob), the completion index as local rank, pods
 addressable under the headless Service (subdomain), exit 2 fails the Job. Disruption budgets
 with an integer minAvailable (the only form Kubernetes honours for a Job's pods): 1 for the
@@ -103,6 +104,10 @@ def check_coordinator_job(objects, job, container, errors):
         if not _is(dig(job, "spec", field), 1):
             errors.append(f"{name}: {field} must be 1 (one coordinator on a ReadWriteOnce state volume)")
     _check_common(objects, job, container, COORDINATOR_FAIL_JOB_CODES, errors)
+    linger = _flag(container, "linger-after-end-ms")
+    if linger is None or not linger.isdigit() or int(linger) <= 0:
+        errors.append(f"{name}: needs --linger-after-end-ms > 0 (a worker pod replaced as the job "
+                      "ends must find a coordinator that tells it so, or it waits for ever)")
     budget = budget_selecting(objects, dig(job, "spec", "template", "metadata", "labels"))
     if budget is None or not _is(dig(budget, "spec", "minAvailable"), 1) or \
             dig(budget, "spec", "maxUnavailable") is not None:

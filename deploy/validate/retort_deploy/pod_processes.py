@@ -58,6 +58,14 @@ class RunningPod:
         return [(p, dig(self.container, p, "grpc", "port"), dig(self.container, p, "grpc", "service", default=""), a)
                 for p, a in self.probes.items() if a != "SERVING"]
 
+    def terminate(self):
+        """SIGTERM to everything the pod started (what the kubelet sends first)."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def kill(self):
         if self.process is not None and self.process.poll() is None:
             try:

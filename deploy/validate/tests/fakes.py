@@ -23,6 +23,7 @@ HELP = {
             "listen", "state-dir", "job", "heartbeat-interval-ms", "eviction-timeout-ms", "settle-ms",
             "min-workers", "max-workers", "checkpoint-dir", "log-level", "rejoin-grace-ms",
             "metrics-listen", "tls-cert", "tls-key", "tls-ca", "health-listen", "signal-exit-code",
+            "linger-after-end-ms",
             "stall-deadline-ms", "port-file",
         ]
     )

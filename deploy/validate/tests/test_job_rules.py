@@ -28,6 +28,7 @@ class CoordinatorJobTest(unittest.TestCase):
             ("      restartPolicy: Never\n", "      restartPolicy: OnFailure\n"),  # first: the coordinator's
             (DISRUPTION_RULE, ""),  # the coordinator's Ignore rule
             ("        - --signal-exit-code=143\n", ""),
+            ("        - --linger-after-end-ms=120000\n", "        - --linger-after-end-ms=0\n"),
         ])
         status, output = policy("cpu", path)
         assert_fails_naming(self, status, output, [
@@ -36,6 +37,7 @@ class CoordinatorJobTest(unittest.TestCase):
             r"Job/retort-coordinator: restartPolicy must be Never",
             r"Job/retort-coordinator: podFailurePolicy must Ignore pods with the DisruptionTarget",
             r"Job/retort-coordinator: needs --signal-exit-code=143",
+            r"Job/retort-coordinator: needs --linger-after-end-ms > 0",
         ])
         self.assertNotRegex(output, r"Job/retort-worker: (restartPolicy|podFailurePolicy|needs --signal)")
 
