@@ -58,20 +58,22 @@ class RunningPod:
         return [(p, dig(self.container, p, "grpc", "port"), dig(self.container, p, "grpc", "service", default=""), a)
                 for p, a in self.probes.items() if a != "SERVING"]
 
+    def _signal(self, signo):
+        """`signo` to everything the pod started; whether it was still running."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        try:
+            os.killpg(self.process.pid, signo)
+        except ProcessLookupError:
+            pass
+        return True
+
     def terminate(self):
         """SIGTERM to everything the pod started (what the kubelet sends first)."""
-        if self.process is not None and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        self._signal(signal.SIGTERM)
 
     def kill(self):
-        if self.process is not None and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if self._signal(signal.SIGKILL):
             self.process.wait(timeout=10)
 
     def log_tail(self, lines=15):
