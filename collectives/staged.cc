@@ -191,9 +191,9 @@ StagedCommunicator::SegmentSlices StagedCommunicator::SliceSegments(
   return slices;
 }
 
-std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(
-    MutableBuffer data, bool copy_in, bool copy_back,
-    std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)> inner_op) const {
+std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(MutableBuffer data,
+                                                                      bool copy_in, bool copy_back,
+                                                                      InnerOp inner_op) const {
   const size_t elem = DataTypeSize(data.dtype);
   const size_t parts = ChunkCount(data.bytes());
   const MemoryKind staging = copier_->staging_kind();
@@ -274,38 +274,34 @@ WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output
   });
 }
 
-WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
-                                        const CollectiveOptions& options) {
+WorkPtr StagedCommunicator::InPlace(const char* name, MutableBuffer data,
+                                    const CollectiveOptions& options, bool copy_in, bool copy_back,
+                                    InnerOp inner_op) {
   if (data.memory != copier_->device_kind()) {
-    return Passthrough("all_reduce", options, [=, this](const CollectiveOptions& o) {
-      return inner_->AllReduce(data, op, o);
-    });
+    return Passthrough(name, options,
+                       [data, inner_op](const CollectiveOptions& o) { return inner_op(data, o); });
   }
-  return Submit("all_reduce (staged)", options, [=, this](Work& work) {
-    std::vector<Chunk> chunks =
-        FlatChunks(data, /*copy_in=*/true, /*copy_back=*/true,
-                   [this, op](MutableBuffer slice, const CollectiveOptions& o) {
-                     return inner_->AllReduce(slice, op, o);
-                   });
+  return Submit(std::string(name) + " (staged)", options, [=, this](Work& work) {
+    std::vector<Chunk> chunks = FlatChunks(data, copy_in, copy_back, inner_op);
     return RunChunks(work, chunks);
   });
 }
 
+WorkPtr StagedCommunicator::DoAllReduce(MutableBuffer data, ReduceOp op,
+                                        const CollectiveOptions& options) {
+  return InPlace("all_reduce", data, options, /*copy_in=*/true, /*copy_back=*/true,
+                 [this, op](MutableBuffer slice, const CollectiveOptions& o) {
+                   return inner_->AllReduce(slice, op, o);
+                 });
+}
+
 WorkPtr StagedCommunicator::DoBroadcast(MutableBuffer data, int root,
                                         const CollectiveOptions& options) {
-  if (data.memory != copier_->device_kind()) {
-    return Passthrough("broadcast", options, [=, this](const CollectiveOptions& o) {
-      return inner_->Broadcast(data, root, o);
-    });
-  }
-  return Submit("broadcast (staged)", options, [=, this](Work& work) {
-    std::vector<Chunk> chunks =
-        FlatChunks(data, /*copy_in=*/rank() == root, /*copy_back=*/rank() != root,
-                   [this, root](MutableBuffer slice, const CollectiveOptions& o) {
-                     return inner_->Broadcast(slice, root, o);
-                   });
-    return RunChunks(work, chunks);
-  });
+  return InPlace("broadcast", data, options, /*copy_in=*/rank() == root,
+                 /*copy_back=*/rank() != root,
+                 [this, root](MutableBuffer slice, const CollectiveOptions& o) {
+                   return inner_->Broadcast(slice, root, o);
+                 });
 }
 
 WorkPtr StagedCommunicator::DoBarrier(const CollectiveOptions& options) {

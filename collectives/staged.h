@@ -114,9 +114,13 @@ class StagedCommunicator final : public Communicator {
   // The chunks of an in-place operation on the flat buffer `data` (all-reduce, broadcast):
   // chunk k is its k-th slice, copied in when `copy_in` and back when `copy_back`, run through
   // `inner_op` on the slice's staging copy.
-  std::vector<Chunk> FlatChunks(
-      MutableBuffer data, bool copy_in, bool copy_back,
-      std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)> inner_op) const;
+  using InnerOp = std::function<WorkPtr(MutableBuffer, const CollectiveOptions&)>;
+  std::vector<Chunk> FlatChunks(MutableBuffer data, bool copy_in, bool copy_back,
+                                InnerOp inner_op) const;
+  // An in-place operation on `data` through `inner_op`: as it is for host buffers
+  // (Passthrough), staged chunk by chunk (FlatChunks) for device buffers.
+  WorkPtr InPlace(const char* name, MutableBuffer data, const CollectiveOptions& options,
+                  bool copy_in, bool copy_back, InnerOp inner_op);
   // Runs `chunks` through staging, pipelined as described above.
   Status RunChunks(Work& work, std::vector<Chunk>& chunks);
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);
