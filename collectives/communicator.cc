@@ -77,22 +77,22 @@ WorkPtr Communicator::Broadcast(MutableBuffer data, int root, const CollectiveOp
 
 WorkPtr Communicator::Barrier(const CollectiveOptions& options) { return DoBarrier(options); }
 
+Status Communicator::CheckPointToPoint(const char* op, int peer, const void* data, size_t count,
+                                       MemoryKind memory) const {
+  return FirstError({ValidatePointToPoint(rank(), size(), peer, data, count, op),
+                     CheckMemory(memory, (std::string(op) + " data").c_str())});
+}
+
 WorkPtr Communicator::Send(ConstBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
-  return IssueIfValid(
-      "send",
-      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "send"),
-                  CheckMemory(data.memory, "send data")}),
-      [&] { return DoSend(data, peer, tag, options); });
+  return IssueIfValid("send", CheckPointToPoint("send", peer, data.data, data.count, data.memory),
+                      [&] { return DoSend(data, peer, tag, options); });
 }
 
 WorkPtr Communicator::Recv(MutableBuffer data, int peer, uint32_t tag,
                            const CollectiveOptions& options) {
-  return IssueIfValid(
-      "recv",
-      FirstError({ValidatePointToPoint(rank(), size(), peer, data.data, data.count, "recv"),
-                  CheckMemory(data.memory, "recv data")}),
-      [&] { return DoRecv(data, peer, tag, options); });
+  return IssueIfValid("recv", CheckPointToPoint("recv", peer, data.data, data.count, data.memory),
+                      [&] { return DoRecv(data, peer, tag, options); });
 }
 
 WorkPtr Communicator::AllToAllV(ConstBuffer input, const std::vector<size_t>& send_counts,

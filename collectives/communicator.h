@@ -133,6 +133,9 @@ class Communicator {
   // OK when this communicator takes `kind`; else INVALID_ARGUMENT naming `what`, the kind,
   // and the kinds it takes.
   Status CheckMemory(MemoryKind kind, const char* what) const;
+  // A send's or receive's (`op`) peer, buffer and memory kind, checked.
+  Status CheckPointToPoint(const char* op, int peer, const void* data, size_t count,
+                           MemoryKind memory) const;
   // What a backend implements. The public methods above check their arguments (validate.h)
   // once, here, and complete the Work with INVALID_ARGUMENT at once when a check fails; a
   // Do* method is called only with arguments that passed, and checks only what is particular

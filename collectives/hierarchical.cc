@@ -223,8 +223,6 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
   return Submit("reduce_scatter", options, [=, this](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
     const LevelCounts split = SplitCounts(counts);
-    const std::vector<size_t>& intra_counts = split.intra;
-    const std::vector<size_t>& inter_counts = split.inter;
     const bool identity = PackIsIdentity(counts);
     const std::vector<NodeSlice> slices =
         identity ? std::vector<NodeSlice>() : NodeSlicesToRun(counts, elem, input.memory);
@@ -232,7 +230,7 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
       // One intra reduce-scatter per node's slice of the input, each writing this rank's part
       // of it to its place between the levels.
       RETORT_ASSIGN_OR_RETURN(char* between,
-                              Scratch(1, intra_counts[local_index_] * elem, input.memory));
+                              Scratch(1, split.intra[local_index_] * elem, input.memory));
       for (const NodeSlice& slice : slices) {
         ConstBuffer in{static_cast<const char*>(input.data) + slice.offset * elem, slice.count,
                        input.dtype, input.memory};
@@ -242,9 +240,9 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
           return intra_->ReduceScatterV(in, out, slice.counts, op, o);
         }));
       }
-      ConstBuffer inter_in{between, intra_counts[local_index_], input.dtype, input.memory};
+      ConstBuffer inter_in{between, split.intra[local_index_], input.dtype, input.memory};
       return Await(work, [&](const CollectiveOptions& o) {
-        return inter_->ReduceScatterV(inter_in, output, inter_counts, op, o);
+        return inter_->ReduceScatterV(inter_in, output, split.inter, op, o);
       });
     }
     ConstBuffer intra_in = input;
@@ -255,13 +253,13 @@ WorkPtr HierarchicalCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuf
       intra_in.data = packed;
     }
     RETORT_ASSIGN_OR_RETURN(char* between,
-                            Scratch(1, intra_counts[local_index_] * elem, input.memory));
-    MutableBuffer intra_out{between, intra_counts[local_index_], input.dtype, input.memory};
+                            Scratch(1, split.intra[local_index_] * elem, input.memory));
+    MutableBuffer intra_out{between, split.intra[local_index_], input.dtype, input.memory};
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
-      return intra_->ReduceScatterV(intra_in, intra_out, intra_counts, op, o);
+      return intra_->ReduceScatterV(intra_in, intra_out, split.intra, op, o);
     }));
     return Await(work, [&](const CollectiveOptions& o) {
-      return inter_->ReduceScatterV(intra_out.AsConst(), output, inter_counts, op, o);
+      return inter_->ReduceScatterV(intra_out.AsConst(), output, split.inter, op, o);
     });
   });
 }
@@ -272,16 +270,14 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
   return Submit("all_gather", options, [=, this](Work& work) -> Status {
     const size_t elem = DataTypeSize(input.dtype);
     const LevelCounts split = SplitCounts(counts);
-    const std::vector<size_t>& intra_counts = split.intra;
-    const std::vector<size_t>& inter_counts = split.inter;
     RETORT_ASSIGN_OR_RETURN(char* between,
-                            Scratch(1, intra_counts[local_index_] * elem, input.memory));
-    MutableBuffer inter_out{between, intra_counts[local_index_], input.dtype, input.memory};
+                            Scratch(1, split.intra[local_index_] * elem, input.memory));
+    MutableBuffer inter_out{between, split.intra[local_index_], input.dtype, input.memory};
     // The input may live inside `output` (in place); the inter all-gather reads it before
     // anything is written to `output`, so it can be used directly.
     ConstBuffer inter_in = input;
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
-      return inter_->AllGatherV(inter_in, inter_out, inter_counts, o);
+      return inter_->AllGatherV(inter_in, inter_out, split.inter, o);
     }));
     const bool identity = PackIsIdentity(counts);
     const std::vector<NodeSlice> slices =
@@ -307,7 +303,7 @@ WorkPtr HierarchicalCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer 
     MutableBuffer intra_out = output;
     if (!identity) intra_out.data = packed;
     RETORT_RETURN_IF_ERROR(Await(work, [&](const CollectiveOptions& o) {
-      return intra_->AllGatherV(inter_out.AsConst(), intra_out, intra_counts, o);
+      return intra_->AllGatherV(inter_out.AsConst(), intra_out, split.intra, o);
     }));
     if (identity) return Status::Ok();
     return Pack(work, packed, static_cast<char*>(output.data), counts, elem, true, output.memory);

@@ -1,20 +1,15 @@
 #include "collectives/reduce.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
 namespace retort::collectives {
 
-float BFloat16ToFloat(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+float BFloat16ToFloat(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
 
 uint16_t FloatToBFloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
     return static_cast<uint16_t>((bits >> 16) | 0x40u);  // NaN
   uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);     // round to nearest even
@@ -42,14 +37,11 @@ float HalfToFloat(uint16_t h) {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+  return std::bit_cast<float>(bits);
 }
 
 uint16_t FloatToHalf(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs = bits & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // inf or NaN

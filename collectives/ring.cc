@@ -366,23 +366,23 @@ Status DirectAllToAllV(const RingContext& ctx, ConstBuffer input,
   Status status;
   std::vector<Transport::RequestId> requests;
   const MessageTag tag{false, ctx.sequence, 0};
-  for (int i = 1; i < n && status.ok(); ++i) {
-    const int peer = Mod(rank - i, n);
-    if (recv_counts[peer] == 0) continue;
-    auto id = t.PostRecv(peer, tag, out + recv_offsets[peer] * elem, recv_counts[peer] * elem);
+  // Every receive is posted before any send (from the nearest peer out), so no send waits on
+  // a receive this rank has not posted yet.
+  auto keep = [&](StatusOr<Transport::RequestId> id) {
     if (!id.ok())
       status = id.status();
     else
       requests.push_back(*id);
+  };
+  for (int i = 1; i < n && status.ok(); ++i) {
+    const int peer = Mod(rank - i, n);
+    if (recv_counts[peer] > 0)
+      keep(t.PostRecv(peer, tag, out + recv_offsets[peer] * elem, recv_counts[peer] * elem));
   }
   for (int i = 1; i < n && status.ok(); ++i) {
     const int peer = Mod(rank + i, n);
-    if (send_counts[peer] == 0) continue;
-    auto id = t.PostSend(peer, tag, in + send_offsets[peer] * elem, send_counts[peer] * elem);
-    if (!id.ok())
-      status = id.status();
-    else
-      requests.push_back(*id);
+    if (send_counts[peer] > 0)
+      keep(t.PostSend(peer, tag, in + send_offsets[peer] * elem, send_counts[peer] * elem));
   }
   for (size_t i = 0; i < requests.size() && status.ok(); ++i) {
     status = t.Wait(requests[i], ctx.control);

@@ -191,6 +191,59 @@ StagedCommunicator::SegmentSlices StagedCommunicator::SliceSegments(
   return slices;
 }
 
+WorkPtr StagedCommunicator::Segmented(const char* name, ConstBuffer input, MutableBuffer output,
+                                      const std::vector<size_t>& counts,
+                                      const CollectiveOptions& options, bool segments_in,
+                                      SegmentOp inner_op) {
+  if (Status s = SameKind(input.memory, output.memory, name); !s.ok())
+    return CompletedWork(name, s);
+  if (input.memory != copier_->device_kind()) {
+    return Passthrough(name, options, [=](const CollectiveOptions& o) {
+      return inner_op(input, output, counts, o);
+    });
+  }
+  return Submit(std::string(name) + " (staged)", options, [=, this](Work& work) {
+    const DataType dtype = segments_in ? input.dtype : output.dtype;
+    const size_t parts = ChunkCount(segments_in ? input.bytes() : output.bytes());
+    const MemoryKind staging = copier_->staging_kind();
+    std::vector<Chunk> chunks(parts);
+    for (size_t k = 0; k < parts; ++k) {
+      Chunk& c = chunks[k];
+      const SegmentSlices slices =
+          SliceSegments(static_cast<const char*>(input.data), static_cast<char*>(output.data),
+                        counts, DataTypeSize(dtype), k, parts, segments_in, c);
+      const size_t in_count = segments_in ? slices.packed : slices.mine;
+      const size_t out_count = segments_in ? slices.mine : slices.packed;
+      c.run = [inner_op, slices, in_count, out_count, dtype, staging](char* in, char* out,
+                                                                      const CollectiveOptions& o) {
+        return inner_op({in, in_count, dtype, staging}, {out, out_count, dtype, staging},
+                        slices.counts, o);
+      };
+    }
+    return RunChunks(work, chunks);
+  });
+}
+
+WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
+                                             const std::vector<size_t>& counts, ReduceOp op,
+                                             const CollectiveOptions& options) {
+  // Chunk k: every rank's slice k in, this rank's reduced slice k back.
+  return Segmented(
+      "reduce_scatter", input, output, counts, options, /*segments_in=*/true,
+      [this, op](ConstBuffer in, MutableBuffer out, const std::vector<size_t>& c,
+                 const CollectiveOptions& o) { return inner_->ReduceScatterV(in, out, c, op, o); });
+}
+
+WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
+                                         const std::vector<size_t>& counts,
+                                         const CollectiveOptions& options) {
+  // Chunk k: this rank's slice k in, every rank's slice k back.
+  return Segmented(
+      "all_gather", input, output, counts, options, /*segments_in=*/false,
+      [this](ConstBuffer in, MutableBuffer out, const std::vector<size_t>& c,
+             const CollectiveOptions& o) { return inner_->AllGatherV(in, out, c, o); });
+}
+
 std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(MutableBuffer data,
                                                                       bool copy_in, bool copy_back,
                                                                       InnerOp inner_op) const {
@@ -212,66 +265,6 @@ std::vector<StagedCommunicator::Chunk> StagedCommunicator::FlatChunks(MutableBuf
     };
   }
   return chunks;
-}
-
-WorkPtr StagedCommunicator::DoReduceScatterV(ConstBuffer input, MutableBuffer output,
-                                             const std::vector<size_t>& counts, ReduceOp op,
-                                             const CollectiveOptions& options) {
-  if (Status s = SameKind(input.memory, output.memory, "reduce_scatter"); !s.ok())
-    return CompletedWork("reduce_scatter", s);
-  if (input.memory != copier_->device_kind()) {
-    return Passthrough("reduce_scatter", options, [=, this](const CollectiveOptions& o) {
-      return inner_->ReduceScatterV(input, output, counts, op, o);
-    });
-  }
-  return Submit("reduce_scatter (staged)", options, [=, this](Work& work) {
-    const size_t parts = ChunkCount(input.bytes());
-    const MemoryKind staging = copier_->staging_kind();
-    std::vector<Chunk> chunks(parts);
-    for (size_t k = 0; k < parts; ++k) {
-      Chunk& c = chunks[k];
-      // Every rank's slice k in, this rank's reduced slice k back.
-      const SegmentSlices slices =
-          SliceSegments(static_cast<const char*>(input.data), static_cast<char*>(output.data),
-                        counts, DataTypeSize(input.dtype), k, parts, /*segments_in=*/true, c);
-      c.run = [this, slices, op, dtype = input.dtype, staging](char* in, char* out,
-                                                               const CollectiveOptions& o) {
-        return inner_->ReduceScatterV({in, slices.packed, dtype, staging},
-                                      {out, slices.mine, dtype, staging}, slices.counts, op, o);
-      };
-    }
-    return RunChunks(work, chunks);
-  });
-}
-
-WorkPtr StagedCommunicator::DoAllGatherV(ConstBuffer input, MutableBuffer output,
-                                         const std::vector<size_t>& counts,
-                                         const CollectiveOptions& options) {
-  if (Status s = SameKind(input.memory, output.memory, "all_gather"); !s.ok())
-    return CompletedWork("all_gather", s);
-  if (input.memory != copier_->device_kind()) {
-    return Passthrough("all_gather", options, [=, this](const CollectiveOptions& o) {
-      return inner_->AllGatherV(input, output, counts, o);
-    });
-  }
-  return Submit("all_gather (staged)", options, [=, this](Work& work) {
-    const size_t parts = ChunkCount(output.bytes());
-    const MemoryKind staging = copier_->staging_kind();
-    std::vector<Chunk> chunks(parts);
-    for (size_t k = 0; k < parts; ++k) {
-      Chunk& c = chunks[k];
-      // This rank's slice k in, every rank's slice k back.
-      const SegmentSlices slices =
-          SliceSegments(static_cast<const char*>(input.data), static_cast<char*>(output.data),
-                        counts, DataTypeSize(output.dtype), k, parts, /*segments_in=*/false, c);
-      c.run = [this, slices, dtype = output.dtype, staging](char* in, char* out,
-                                                            const CollectiveOptions& o) {
-        return inner_->AllGatherV({in, slices.mine, dtype, staging},
-                                  {out, slices.packed, dtype, staging}, slices.counts, o);
-      };
-    }
-    return RunChunks(work, chunks);
-  });
 }
 
 WorkPtr StagedCommunicator::InPlace(const char* name, MutableBuffer data,

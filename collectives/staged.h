@@ -121,6 +121,14 @@ class StagedCommunicator final : public Communicator {
   // (Passthrough), staged chunk by chunk (FlatChunks) for device buffers.
   WorkPtr InPlace(const char* name, MutableBuffer data, const CollectiveOptions& options,
                   bool copy_in, bool copy_back, InnerOp inner_op);
+  // The inner communicator's operation over per-rank segments (`counts`).
+  using SegmentOp = std::function<WorkPtr(ConstBuffer, MutableBuffer, const std::vector<size_t>&,
+                                          const CollectiveOptions&)>;
+  // An operation over per-rank segments through `inner_op` (segments_in as for SliceSegments):
+  // as it is for host buffers (Passthrough), staged chunk by chunk for device buffers.
+  WorkPtr Segmented(const char* name, ConstBuffer input, MutableBuffer output,
+                    const std::vector<size_t>& counts, const CollectiveOptions& options,
+                    bool segments_in, SegmentOp inner_op);
   // Runs `chunks` through staging, pipelined as described above.
   Status RunChunks(Work& work, std::vector<Chunk>& chunks);
   Status Await(Work& parent, const std::function<WorkPtr(const CollectiveOptions&)>& issue);

@@ -1,5 +1,7 @@
 #include "collectives/types.h"
 
+#include "common/enum_names.h"
+
 namespace retort::collectives {
 
 size_t DataTypeSize(DataType dtype) {
@@ -15,37 +17,22 @@ size_t DataTypeSize(DataType dtype) {
 }
 
 const char* DataTypeName(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat32:
-      return "fp32";
-    case DataType::kBFloat16:
-      return "bf16";
-    case DataType::kFloat16:
-      return "fp16";
-  }
-  return "unknown";
+  static constexpr NamedValue<DataType> kNames[] = {
+      {DataType::kFloat32, "fp32"}, {DataType::kBFloat16, "bf16"}, {DataType::kFloat16, "fp16"}};
+  return NameIn(kNames, dtype, "unknown");
 }
 
 const char* ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAverage:
-      return "average";
-  }
-  return "unknown";
+  static constexpr NamedValue<ReduceOp> kNames[] = {{ReduceOp::kSum, "sum"},
+                                                    {ReduceOp::kAverage, "average"}};
+  return NameIn(kNames, op, "unknown");
 }
 
 const char* MemoryKindName(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::kHost:
-      return "host";
-    case MemoryKind::kPinnedHost:
-      return "pinned host";
-    case MemoryKind::kCudaDevice:
-      return "CUDA device";
-  }
-  return "unknown";
+  static constexpr NamedValue<MemoryKind> kNames[] = {{MemoryKind::kHost, "host"},
+                                                      {MemoryKind::kPinnedHost, "pinned host"},
+                                                      {MemoryKind::kCudaDevice, "CUDA device"}};
+  return NameIn(kNames, kind, "unknown");
 }
 
 size_t TotalCount(const std::vector<size_t>& counts) {

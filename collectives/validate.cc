@@ -30,56 +30,50 @@ bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-}  // namespace
-
-Status ValidateReduceScatterV(int rank, int size, ConstBuffer input, MutableBuffer output,
-                              const std::vector<size_t>& counts) {
-  const char* op = "reduce_scatter";
+// Reduce-scatter and all-gather share their rules, mirrored: one side holds every rank's
+// segment (`whole`: the reduce-scatter's input, the all-gather's output), the other this rank's
+// own (`own`), which may alias its segment in `whole` and must not overlap the rest of it.
+Status ValidateSegments(const char* op, int rank, int size, const void* whole, size_t whole_count,
+                        const char* whole_name, const void* own, size_t own_count,
+                        const char* own_name, DataType dtype, const std::vector<size_t>& counts) {
   RETORT_RETURN_IF_ERROR(CheckCounts(op, size, counts, "counts"));
-  RETORT_RETURN_IF_ERROR(CheckSameDtype(op, input.dtype, output.dtype));
-  if (input.count != TotalCount(counts)) {
-    return InvalidArgumentError(std::string(op) + ": input count " + Str(input.count) +
+  const std::string prefix = std::string(op) + ": ";
+  if (whole_count != TotalCount(counts)) {
+    return InvalidArgumentError(prefix + whole_name + " count " + Str(whole_count) +
                                 " != sum(counts) " + Str(TotalCount(counts)));
   }
-  if (output.count != counts[rank]) {
-    return InvalidArgumentError(std::string(op) + ": output count " + Str(output.count) +
+  if (own_count != counts[rank]) {
+    return InvalidArgumentError(prefix + own_name + " count " + Str(own_count) +
                                 " != counts[rank " + std::to_string(rank) + "] " +
                                 Str(counts[rank]));
   }
-  RETORT_RETURN_IF_ERROR(CheckBuffer(input.data, input.count, "reduce_scatter input"));
-  RETORT_RETURN_IF_ERROR(CheckBuffer(output.data, output.count, "reduce_scatter output"));
-  const size_t elem = DataTypeSize(input.dtype);
-  const void* own = static_cast<const char*>(input.data) + Offsets(counts)[rank] * elem;
-  if (output.data != own && Overlap(input.data, input.bytes(), output.data, output.bytes())) {
-    return InvalidArgumentError(
-        "reduce_scatter: output overlaps input other than as this rank's own segment");
+  const std::string whole_what = std::string(op) + " " + whole_name;
+  const std::string own_what = std::string(op) + " " + own_name;
+  RETORT_RETURN_IF_ERROR(CheckBuffer(whole, whole_count, whole_what.c_str()));
+  RETORT_RETURN_IF_ERROR(CheckBuffer(own, own_count, own_what.c_str()));
+  const size_t elem = DataTypeSize(dtype);
+  const void* own_segment = static_cast<const char*>(whole) + Offsets(counts)[rank] * elem;
+  if (own != own_segment && Overlap(whole, whole_count * elem, own, own_count * elem)) {
+    return InvalidArgumentError(prefix + own_name + " overlaps " + whole_name +
+                                " other than as this rank's own segment");
   }
   return Status::Ok();
 }
 
+}  // namespace
+
+Status ValidateReduceScatterV(int rank, int size, ConstBuffer input, MutableBuffer output,
+                              const std::vector<size_t>& counts) {
+  RETORT_RETURN_IF_ERROR(CheckSameDtype("reduce_scatter", input.dtype, output.dtype));
+  return ValidateSegments("reduce_scatter", rank, size, input.data, input.count, "input",
+                          output.data, output.count, "output", input.dtype, counts);
+}
+
 Status ValidateAllGatherV(int rank, int size, ConstBuffer input, MutableBuffer output,
                           const std::vector<size_t>& counts) {
-  const char* op = "all_gather";
-  RETORT_RETURN_IF_ERROR(CheckCounts(op, size, counts, "counts"));
-  RETORT_RETURN_IF_ERROR(CheckSameDtype(op, input.dtype, output.dtype));
-  if (output.count != TotalCount(counts)) {
-    return InvalidArgumentError(std::string(op) + ": output count " + Str(output.count) +
-                                " != sum(counts) " + Str(TotalCount(counts)));
-  }
-  if (input.count != counts[rank]) {
-    return InvalidArgumentError(std::string(op) + ": input count " + Str(input.count) +
-                                " != counts[rank " + std::to_string(rank) + "] " +
-                                Str(counts[rank]));
-  }
-  RETORT_RETURN_IF_ERROR(CheckBuffer(input.data, input.count, "all_gather input"));
-  RETORT_RETURN_IF_ERROR(CheckBuffer(output.data, output.count, "all_gather output"));
-  const size_t elem = DataTypeSize(input.dtype);
-  const void* own = static_cast<const char*>(output.data) + Offsets(counts)[rank] * elem;
-  if (input.data != own && Overlap(input.data, input.bytes(), output.data, output.bytes())) {
-    return InvalidArgumentError(
-        "all_gather: input overlaps output other than as this rank's own segment");
-  }
-  return Status::Ok();
+  RETORT_RETURN_IF_ERROR(CheckSameDtype("all_gather", input.dtype, output.dtype));
+  return ValidateSegments("all_gather", rank, size, output.data, output.count, "output", input.data,
+                          input.count, "input", input.dtype, counts);
 }
 
 Status ValidateBroadcast(int size, MutableBuffer data, int root) {

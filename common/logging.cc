@@ -10,18 +10,10 @@ namespace retort {
 namespace {
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 
+// Indexed by LogLevel (0..3); '?' for a value outside it.
 char LevelChar(LogLevel l) {
-  switch (l) {
-    case LogLevel::kDebug:
-      return 'D';
-    case LogLevel::kInfo:
-      return 'I';
-    case LogLevel::kWarning:
-      return 'W';
-    case LogLevel::kError:
-      return 'E';
-  }
-  return '?';
+  const int i = static_cast<int>(l);
+  return i >= 0 && i <= 3 ? "DIWE"[i] : '?';
 }
 }  // namespace
 

@@ -1,45 +1,30 @@
 #include "common/status.h"
 
+#include <iterator>
+
 namespace retort {
 
 const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kCancelled:
-      return "CANCELLED";
-    case StatusCode::kUnknown:
-      return "UNKNOWN";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied:
-      return "PERMISSION_DENIED";
-    case StatusCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kAborted:
-      return "ABORTED";
-    case StatusCode::kOutOfRange:
-      return "OUT_OF_RANGE";
-    case StatusCode::kUnimplemented:
-      return "UNIMPLEMENTED";
-    case StatusCode::kInternal:
-      return "INTERNAL";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kDataLoss:
-      return "DATA_LOSS";
-  }
-  // gRPC's UNAUTHENTICATED, which the control plane's refusals use (rpc/grpc_status.h).
-  if (static_cast<int>(code) == 16) return "UNAUTHENTICATED";
-  return "UNKNOWN";
+  // Indexed by the code's value (gRPC's numbering, 0..16).
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < static_cast<int>(std::size(kNames)) ? kNames[i] : "UNKNOWN";
 }
 
 std::string Status::ToString() const {
@@ -76,6 +61,12 @@ Status OutOfRangeError(std::string m) { return Status(StatusCode::kOutOfRange, s
 Status CancelledError(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 Status UnimplementedError(std::string m) {
   return Status(StatusCode::kUnimplemented, std::move(m));
+}
+Status UnauthenticatedError(std::string m) {
+  return Status(StatusCode::kUnauthenticated, std::move(m));
+}
+Status PermissionDeniedError(std::string m) {
+  return Status(StatusCode::kPermissionDenied, std::move(m));
 }
 
 }  // namespace retort

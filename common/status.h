@@ -27,6 +27,7 @@ enum class StatusCode : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -66,6 +67,9 @@ Status ResourceExhaustedError(std::string message);
 Status OutOfRangeError(std::string message);
 Status CancelledError(std::string message);
 Status UnimplementedError(std::string message);
+// The control plane's refusals of callers (rpc/authorizer.h, member secrets).
+Status UnauthenticatedError(std::string message);
+Status PermissionDeniedError(std::string message);
 
 // Holds either a value or a non-OK Status.
 template <typename T>

@@ -130,27 +130,15 @@ std::shared_ptr<prometheus::Collectable> MakeStatusCollector(const Coordinator* 
   return std::make_shared<StatusCollector>(coordinator);
 }
 
-StatusOr<std::unique_ptr<CoordinatorMetricsEndpoint>> CoordinatorMetricsEndpoint::Start(
-    const std::string& listen) {
-  std::unique_ptr<CoordinatorMetricsEndpoint> e(new CoordinatorMetricsEndpoint());
-  RETORT_ASSIGN_OR_RETURN(e->exporter_, metrics::MetricsExporter::Start(listen));
-  e->metrics_ = std::make_unique<CoordinatorMetrics>(e->exporter_->registry());
-  return e;
-}
-
-CoordinatorMetricsEndpoint::~CoordinatorMetricsEndpoint() { exporter_.reset(); }
-
-void CoordinatorMetricsEndpoint::Attach(const Coordinator* coordinator) {
-  exporter_->Add(MakeStatusCollector(coordinator));
+void AttachStatusCollector(CoordinatorMetricsEndpoint& endpoint, const Coordinator* coordinator) {
+  endpoint.exporter().Add(MakeStatusCollector(coordinator));
 }
 
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-CoordinatorMetricsEndpoint::TakeInterceptors() {
+RpcMetricsInterceptors(CoordinatorMetricsEndpoint& endpoint) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> v;
-  v.push_back(MakeRpcMetricsInterceptor(exporter_->registry()));
+  v.push_back(MakeRpcMetricsInterceptor(endpoint.exporter().registry()));
   return v;
 }
-
-int CoordinatorMetricsEndpoint::port() const { return exporter_->port(); }
 
 }  // namespace retort::coordinator

@@ -16,7 +16,7 @@
 
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_observer.h"
-#include "metrics/exporter.h"
+#include "metrics/endpoint.h"
 
 namespace prometheus {
 class Collectable;
@@ -51,24 +51,13 @@ std::shared_ptr<prometheus::Collectable> MakeStatusCollector(const Coordinator* 
 
 // Everything retort-coordinator --metrics-listen needs, in start-up order:
 //   auto m = CoordinatorMetricsEndpoint::Start(listen);   // serves /metrics
-//   options.observer = (*m)->observer();                   // before Coordinator::Create
-//   (*m)->Attach(coordinator);                             // scrape-time gauges
-//   CoordinatorServer::Start(coordinator, addr, (*m)->TakeInterceptors());
+//   options.observer = (*m)->metrics();                    // before Coordinator::Create
+//   AttachStatusCollector(**m, coordinator);               // scrape-time gauges
+//   CoordinatorServer::Start(coordinator, addr, RpcMetricsInterceptors(**m));
 // Destroy it before the Coordinator (it stops serving first).
-class CoordinatorMetricsEndpoint {
- public:
-  static StatusOr<std::unique_ptr<CoordinatorMetricsEndpoint>> Start(const std::string& listen);
-  ~CoordinatorMetricsEndpoint();
-  CoordinatorObserver* observer() { return metrics_.get(); }
-  void Attach(const Coordinator* coordinator);
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-  TakeInterceptors();
-  int port() const;
-
- private:
-  CoordinatorMetricsEndpoint() = default;
-  std::unique_ptr<metrics::MetricsExporter> exporter_;
-  std::unique_ptr<CoordinatorMetrics> metrics_;
-};
+using CoordinatorMetricsEndpoint = metrics::Endpoint<CoordinatorMetrics>;
+void AttachStatusCollector(CoordinatorMetricsEndpoint& endpoint, const Coordinator* coordinator);
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+RpcMetricsInterceptors(CoordinatorMetricsEndpoint& endpoint);
 
 }  // namespace retort::coordinator

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "common/status.h"
 #include "metrics/buckets.h"
 
 namespace retort::coordinator {
@@ -84,25 +85,8 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
 }  // namespace
 
 const char* GrpcCodeName(int code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  if (code < 0 || code >= static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) return "UNKNOWN";
-  return kNames[code];
+  // StatusCode mirrors gRPC's numbering (rpc/grpc_status.h).
+  return StatusCodeName(static_cast<StatusCode>(code));
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRpcMetricsInterceptor(

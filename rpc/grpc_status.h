@@ -7,14 +7,11 @@
 
 namespace retort {
 
-// The control plane's refusals of callers (authorizer.h, member secrets). UNAUTHENTICATED has
-// no StatusCode name of its own: the codes mirror gRPC's numerically, and 16 is gRPC's.
-inline Status UnauthenticatedError(std::string message) {
-  return Status(static_cast<StatusCode>(grpc::StatusCode::UNAUTHENTICATED), std::move(message));
-}
-inline Status PermissionDeniedError(std::string message) {
-  return Status(StatusCode::kPermissionDenied, std::move(message));
-}
+static_assert(static_cast<int>(StatusCode::kUnauthenticated) ==
+                      static_cast<int>(grpc::StatusCode::UNAUTHENTICATED) &&
+                  static_cast<int>(StatusCode::kDataLoss) ==
+                      static_cast<int>(grpc::StatusCode::DATA_LOSS),
+              "StatusCode mirrors gRPC's numbering");
 
 inline grpc::Status ToGrpcStatus(const Status& s) {
   if (s.ok()) return grpc::Status::OK;

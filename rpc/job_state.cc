@@ -1,26 +1,16 @@
 #include "rpc/job_state.h"
 
+#include "common/enum_names.h"
+
 namespace retort::rpc {
 
 const char* JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_STATE_WAITING:
-      return "waiting";
-    case v1::JOB_STATE_RUNNING:
-      return "running";
-    case v1::JOB_STATE_PAUSED:
-      return "paused";
-    case v1::JOB_STATE_STOPPING:
-      return "stopping";
-    case v1::JOB_STATE_STOPPED:
-      return "stopped";
-    case v1::JOB_STATE_COMPLETED:
-      return "completed";
-    case v1::JOB_STATE_FAILED:
-      return "failed";
-    default:
-      return "unspecified";
-  }
+  static constexpr NamedValue<v1::JobState> kNames[] = {
+      {v1::JOB_STATE_WAITING, "waiting"}, {v1::JOB_STATE_RUNNING, "running"},
+      {v1::JOB_STATE_PAUSED, "paused"},   {v1::JOB_STATE_STOPPING, "stopping"},
+      {v1::JOB_STATE_STOPPED, "stopped"}, {v1::JOB_STATE_COMPLETED, "completed"},
+      {v1::JOB_STATE_FAILED, "failed"}};
+  return NameIn(kNames, s, "unspecified");
 }
 
 }  // namespace retort::rpc

@@ -201,7 +201,7 @@ StatusOr<RunOutcome> Run(Config c) {
   if (!c.metrics_listen.empty()) {
     RETORT_ASSIGN_OR_RETURN(metrics,
                             coordinator::CoordinatorMetricsEndpoint::Start(c.metrics_listen));
-    c.opts.observer = metrics->observer();
+    c.opts.observer = metrics->metrics();
     LOG_INFO("coordinator") << "metrics on port " << metrics->port() << " (/metrics)";
   }
   RealClock clock;
@@ -210,9 +210,9 @@ StatusOr<RunOutcome> Run(Config c) {
   // cannot use (exit 1).
   if (!created.ok()) return created.status();
   coordinator::Coordinator* coord = created->get();
-  if (metrics) metrics->Attach(coord);
+  if (metrics) coordinator::AttachStatusCollector(*metrics, coord);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  if (metrics) interceptors = metrics->TakeInterceptors();
+  if (metrics) interceptors = coordinator::RpcMetricsInterceptors(*metrics);
   auto server =
       coordinator::CoordinatorServer::Start(coord, c.listen, c.security, std::move(interceptors));
   if (!server.ok()) return tools::RunError(server.status());

@@ -292,7 +292,7 @@ Status Run(const Config& c, bool* interrupted) {
     topts.pause_points = &pause_points;
     topts.node = c.node;
     topts.local_rank = c.local_rank;
-    topts.step_observer = metrics ? metrics->observer() : nullptr;
+    topts.step_observer = metrics ? metrics->metrics() : nullptr;
     topts.trace_first_step = checked.trace_first;
     topts.trace_last_step = checked.trace_last;
     session = std::make_unique<worker::TrainingSession>(topts, &client);

@@ -33,50 +33,50 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
 }
 
-#define RETORT_UNARY(Method, Req, Resp)                                        \
-  StatusOr<Resp> CoordinatorClient::Method(const Req& r) {                     \
-    grpc::ClientContext ctx;                                                   \
-    SetDeadline(&ctx);                                                         \
-    AddCredentials(r.member_id(), &ctx);                                       \
-    Resp resp;                                                                 \
-    grpc::Status s = stub_->Method(&ctx, r, &resp);                            \
-    if (!s.ok()) return FromGrpcStatus(s).WithContext(#Method " " + address_); \
-    return resp;                                                               \
-  }
-
-RETORT_UNARY(Heartbeat, v1::HeartbeatRequest, v1::HeartbeatResponse)
-RETORT_UNARY(ReportPeerFailure, v1::PeerFailureReport, v1::PeerFailureResponse)
-RETORT_UNARY(KvGet, v1::KvGetRequest, v1::KvGetResponse)
-RETORT_UNARY(BeginCheckpoint, v1::BeginCheckpointRequest, v1::BeginCheckpointResponse)
-RETORT_UNARY(AckCheckpoint, v1::AckCheckpointRequest, v1::AckCheckpointResponse)
-RETORT_UNARY(GetCheckpoint, v1::GetCheckpointRequest, v1::GetCheckpointResponse)
-#undef RETORT_UNARY
-
-StatusOr<v1::JoinResponse> CoordinatorClient::Join(const v1::JoinRequest& r) {
+template <typename Req, typename Resp>
+StatusOr<Resp> CoordinatorClient::Call(const char* method, UnaryRpc<Req, Resp> rpc,
+                                       const std::string& member_id, const Req& r) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  AddCredentials("", &ctx);
-  v1::JoinResponse resp;
-  grpc::Status s = stub_->Join(&ctx, r, &resp);
-  if (!s.ok()) return FromGrpcStatus(s).WithContext("Join " + address_);
-  RememberMember(resp);
+  AddCredentials(member_id, &ctx);
+  Resp resp;
+  grpc::Status s = (stub_.get()->*rpc)(&ctx, r, &resp);
+  if (!s.ok()) return FromGrpcStatus(s).WithContext(std::string(method) + " " + address_);
   return resp;
 }
 
-Status CoordinatorClient::Leave(const v1::LeaveRequest& r) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  AddCredentials(r.member_id(), &ctx);
-  v1::LeaveResponse resp;
-  return FromGrpcStatus(stub_->Leave(&ctx, r, &resp));
+StatusOr<v1::JoinResponse> CoordinatorClient::Join(const v1::JoinRequest& r) {
+  RETORT_ASSIGN_OR_RETURN(v1::JoinResponse resp, Call("Join", &Stub::Join, "", r));
+  RememberMember(resp);
+  return resp;
 }
-
+StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(const v1::HeartbeatRequest& r) {
+  return Call("Heartbeat", &Stub::Heartbeat, r.member_id(), r);
+}
+Status CoordinatorClient::Leave(const v1::LeaveRequest& r) {
+  return Call("Leave", &Stub::Leave, r.member_id(), r).status();
+}
+StatusOr<v1::PeerFailureResponse> CoordinatorClient::ReportPeerFailure(
+    const v1::PeerFailureReport& r) {
+  return Call("ReportPeerFailure", &Stub::ReportPeerFailure, r.member_id(), r);
+}
 Status CoordinatorClient::KvPut(const v1::KvPutRequest& r) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  AddCredentials(r.member_id(), &ctx);
-  v1::KvPutResponse resp;
-  return FromGrpcStatus(stub_->KvPut(&ctx, r, &resp));
+  return Call("KvPut", &Stub::KvPut, r.member_id(), r).status();
+}
+StatusOr<v1::KvGetResponse> CoordinatorClient::KvGet(const v1::KvGetRequest& r) {
+  return Call("KvGet", &Stub::KvGet, r.member_id(), r);
+}
+StatusOr<v1::BeginCheckpointResponse> CoordinatorClient::BeginCheckpoint(
+    const v1::BeginCheckpointRequest& r) {
+  return Call("BeginCheckpoint", &Stub::BeginCheckpoint, r.member_id(), r);
+}
+StatusOr<v1::AckCheckpointResponse> CoordinatorClient::AckCheckpoint(
+    const v1::AckCheckpointRequest& r) {
+  return Call("AckCheckpoint", &Stub::AckCheckpoint, r.member_id(), r);
+}
+StatusOr<v1::GetCheckpointResponse> CoordinatorClient::GetCheckpoint(
+    const v1::GetCheckpointRequest& r) {
+  return Call("GetCheckpoint", &Stub::GetCheckpoint, r.member_id(), r);
 }
 
 std::unique_ptr<CoordinatorClient::GenerationWatch> CoordinatorClient::WatchGenerations(

@@ -49,6 +49,14 @@ class CoordinatorClient {
   const std::string& address() const { return address_; }
 
  private:
+  using Stub = v1::WorkerService::Stub;
+  template <typename Req, typename Resp>
+  using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+  // One unary call with this client's deadline and the credentials for `member_id`; an error
+  // names the method and the coordinator's address.
+  template <typename Req, typename Resp>
+  StatusOr<Resp> Call(const char* method, UnaryRpc<Req, Resp> rpc, const std::string& member_id,
+                      const Req& r);
   void SetDeadline(grpc::ClientContext* ctx) const;
   // Token and, for `member_id` when it is the member last joined as, its secret.
   void AddCredentials(const std::string& member_id, grpc::ClientContext* ctx) const

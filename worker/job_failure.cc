@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "common/enum_names.h"
+
 namespace retort::worker {
 namespace {
 
@@ -27,17 +29,12 @@ bool TransientCode(StatusCode code) {
 }  // namespace
 
 const char* FailurePhaseName(FailurePhase phase) {
-  switch (phase) {
-    case FailurePhase::kSetup:
-      return "setup";
-    case FailurePhase::kData:
-      return "data";
-    case FailurePhase::kStep:
-      return "step";
-    case FailurePhase::kCommunication:
-      return "communication";
-  }
-  return "unknown";
+  static constexpr NamedValue<FailurePhase> kNames[] = {
+      {FailurePhase::kSetup, "setup"},
+      {FailurePhase::kData, "data"},
+      {FailurePhase::kStep, "step"},
+      {FailurePhase::kCommunication, "communication"}};
+  return NameIn(kNames, phase, "unknown");
 }
 
 v1::FailureKind ClassifyFailure(FailurePhase phase, const Status& status,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "common/enum_names.h"
+
 namespace retort::worker {
 namespace {
 
@@ -179,17 +181,12 @@ int ReplicaDistance(const std::vector<int>& node_of_rank) {
 }
 
 const char* RecoveryKindName(RecoveryPlan::Kind kind) {
-  switch (kind) {
-    case RecoveryPlan::kFresh:
-      return "fresh";
-    case RecoveryPlan::kFullState:
-      return "full-state";
-    case RecoveryPlan::kReplicas:
-      return "replicas";
-    case RecoveryPlan::kCheckpoint:
-      return "checkpoint";
-  }
-  return "?";
+  static constexpr NamedValue<RecoveryPlan::Kind> kNames[] = {
+      {RecoveryPlan::kFresh, "fresh"},
+      {RecoveryPlan::kFullState, "full-state"},
+      {RecoveryPlan::kReplicas, "replicas"},
+      {RecoveryPlan::kCheckpoint, "checkpoint"}};
+  return NameIn(kNames, kind, "?");
 }
 
 }  // namespace retort::worker

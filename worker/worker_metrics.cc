@@ -82,16 +82,4 @@ void WorkerMetrics::OnGenerationStarted(uint64_t generation, int rank, int world
   world_size_.Set(world_size);
 }
 
-StatusOr<std::unique_ptr<WorkerMetricsEndpoint>> WorkerMetricsEndpoint::Start(
-    const std::string& listen) {
-  std::unique_ptr<WorkerMetricsEndpoint> e(new WorkerMetricsEndpoint());
-  RETORT_ASSIGN_OR_RETURN(e->exporter_, metrics::MetricsExporter::Start(listen));
-  e->metrics_ = std::make_unique<WorkerMetrics>(e->exporter_->registry());
-  return e;
-}
-
-WorkerMetricsEndpoint::~WorkerMetricsEndpoint() { exporter_.reset(); }
-
-int WorkerMetricsEndpoint::port() const { return exporter_->port(); }
-
 }  // namespace retort::worker

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "metrics/endpoint.h"
 #include "metrics/step_phases.h"
 #include "worker/step_record.h"
 
@@ -54,18 +55,6 @@ class WorkerMetrics final : public StepObserver {
   prometheus::Gauge* model_flops_utilization_ = nullptr;
 };
 
-class WorkerMetricsEndpoint {
- public:
-  // Serves /metrics on `listen` (host:port; INVALID_ARGUMENT naming it, UNAVAILABLE on bind).
-  static StatusOr<std::unique_ptr<WorkerMetricsEndpoint>> Start(const std::string& listen);
-  ~WorkerMetricsEndpoint();
-  StepObserver* observer() { return metrics_.get(); }
-  int port() const;
-
- private:
-  WorkerMetricsEndpoint() = default;
-  std::unique_ptr<metrics::MetricsExporter> exporter_;
-  std::unique_ptr<WorkerMetrics> metrics_;
-};
+using WorkerMetricsEndpoint = metrics::Endpoint<WorkerMetrics>;
 
 }  // namespace retort::worker

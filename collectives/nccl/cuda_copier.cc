@@ -8,6 +8,20 @@
 #include "collectives/nccl/nccl_communicator.h"
 
 namespace retort::collectives::nccl {
+namespace {
+
+// `bytes` from `src` to `dst` on `stream` of `device`, selected first (the calling thread may
+// have another device current). `who` names the component and `what` the copy in an error.
+Status CopyOnStream(const char* who, int device, cudaStream_t stream, void* dst, const void* src,
+                    size_t bytes, cudaMemcpyKind kind, const char* what) {
+  CUDA_CHECK(cudaSetDevice(device),
+             std::string(who) + ": selecting device " + std::to_string(device));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream),
+             std::string(who) + ": copying " + std::to_string(bytes) + " bytes " + what);
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<CudaCopier>> CudaCopier::Create(int device, cudaStream_t caller_stream) {
   if (CudaDeviceCount() == 0) return FailedPreconditionError("cuda copier: no CUDA device visible");
@@ -49,17 +63,13 @@ Status CudaCopier::OrderAfter(const ReadyEvent* ready) {
 }
 
 Status CudaCopier::CopyToHost(void* host, const void* device, size_t bytes) {
-  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
-  CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_.get()),
-             "cuda copier: copying " + std::to_string(bytes) + " bytes to host staging");
-  return Status::Ok();
+  return CopyOnStream("cuda copier", device_, stream_.get(), host, device, bytes,
+                      cudaMemcpyDeviceToHost, "to host staging");
 }
 
 Status CudaCopier::CopyToDevice(void* device, const void* host, size_t bytes) {
-  CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
-  CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_.get()),
-             "cuda copier: copying " + std::to_string(bytes) + " bytes to the device");
-  return Status::Ok();
+  return CopyOnStream("cuda copier", device_, stream_.get(), device, host, bytes,
+                      cudaMemcpyHostToDevice, "to the device");
 }
 
 StatusOr<DeviceCopier::Mark> CudaCopier::MarkIssued() {
@@ -141,10 +151,8 @@ Status CudaScratch::OrderAfter(const ReadyEvent* ready) {
 }
 
 Status CudaScratch::CopyAsync(void* dst, const void* src, size_t bytes) {
-  CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()),
-             "cuda scratch: copying " + std::to_string(bytes) + " bytes on the device");
-  return Status::Ok();
+  return CopyOnStream("cuda scratch", device_, stream_.get(), dst, src, bytes,
+                      cudaMemcpyDeviceToDevice, "on the device");
 }
 
 Status CudaScratch::Wait(Deadline deadline, const std::function<bool()>& cancelled) {

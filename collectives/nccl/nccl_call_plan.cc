@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "collectives/types.h"
+#include "common/enum_names.h"
 
 namespace retort::collectives::nccl {
 namespace {
@@ -37,19 +38,13 @@ void AddCall(NcclCallPlan* plan, NcclCallKind kind, PlanRef send, PlanRef recv, 
 }
 
 const char* KindName(NcclCallKind kind) {
-  switch (kind) {
-    case NcclCallKind::kCopy:
-      return "copy";
-    case NcclCallKind::kReduceScatter:
-      return "ncclReduceScatter";
-    case NcclCallKind::kAllGather:
-      return "ncclAllGather";
-    case NcclCallKind::kReduce:
-      return "ncclReduce";
-    case NcclCallKind::kBroadcast:
-      return "ncclBroadcast";
-  }
-  return "?";
+  static constexpr NamedValue<NcclCallKind> kNames[] = {
+      {NcclCallKind::kCopy, "copy"},
+      {NcclCallKind::kReduceScatter, "ncclReduceScatter"},
+      {NcclCallKind::kAllGather, "ncclAllGather"},
+      {NcclCallKind::kReduce, "ncclReduce"},
+      {NcclCallKind::kBroadcast, "ncclBroadcast"}};
+  return NameIn(kNames, kind, "?");
 }
 
 std::string RefName(const PlanRef& ref) {

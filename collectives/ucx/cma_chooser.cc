@@ -3,31 +3,25 @@
 #include <algorithm>
 #include <bit>
 
+#include "common/enum_names.h"
+
 namespace retort::collectives::ucx {
 
 StatusOr<CmaPolicy> ParseCmaPolicy(const std::string& text) {
-  if (text == "adaptive") return CmaPolicy::kAdaptive;
-  if (text == "always") return CmaPolicy::kAlways;
-  if (text == "never") return CmaPolicy::kNever;
+  static constexpr NamedValue<CmaPolicy> kNames[] = {{CmaPolicy::kAdaptive, "adaptive"},
+                                                     {CmaPolicy::kAlways, "always"},
+                                                     {CmaPolicy::kNever, "never"}};
+  CmaPolicy policy;
+  if (ValueIn(kNames, text, &policy)) return policy;
   return InvalidArgumentError("CMA policy '" + text + "' is not one of adaptive, always, never");
 }
 
 const char* OperationKindName(OperationKind kind) {
-  switch (kind) {
-    case OperationKind::kReduceScatter:
-      return "reduce_scatter";
-    case OperationKind::kAllGather:
-      return "all_gather";
-    case OperationKind::kAllReduce:
-      return "all_reduce";
-    case OperationKind::kBroadcast:
-      return "broadcast";
-    case OperationKind::kAllToAll:
-      return "all_to_all_v";
-    case OperationKind::kBarrier:
-      return "barrier";
-  }
-  return "operation";
+  static constexpr NamedValue<OperationKind> kNames[] = {
+      {OperationKind::kReduceScatter, "reduce_scatter"}, {OperationKind::kAllGather, "all_gather"},
+      {OperationKind::kAllReduce, "all_reduce"},         {OperationKind::kBroadcast, "broadcast"},
+      {OperationKind::kAllToAll, "all_to_all_v"},        {OperationKind::kBarrier, "barrier"}};
+  return NameIn(kNames, kind, "operation");
 }
 
 int CmaChooser::ClassOf(size_t bytes) {

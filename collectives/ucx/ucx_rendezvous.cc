@@ -33,15 +33,22 @@ const char* AckCodeName(int32_t code) {
   }
 }
 
+// Copies an active message's header into `out`; false (drop the message) when it is not a
+// Header or was not sent by a member of this generation (`wire_key`).
+template <typename Header>
+bool ReadHeader(const void* header, size_t header_length, uint64_t wire_key, Header* out) {
+  if (header_length != sizeof(Header)) return false;
+  std::memcpy(out, header, sizeof(Header));
+  return out->key == wire_key;
+}
+
 }  // namespace
 
 ucs_status_t UcxTransport::OnGoodbye(void* arg, const void* header, size_t header_length, void*,
                                      size_t, const ucp_am_recv_param_t*) {
   auto* t = static_cast<UcxTransport*>(arg);
-  if (header_length != sizeof(Goodbye)) return UCS_OK;
   Goodbye goodbye;
-  std::memcpy(&goodbye, header, sizeof(goodbye));
-  if (goodbye.key != t->wire_key_) return UCS_OK;  // not from a member of this generation
+  if (!ReadHeader(header, header_length, t->wire_key_, &goodbye)) return UCS_OK;
   const int32_t rank = goodbye.rank;
   if (rank >= 0 && rank < t->size_ && rank != t->rank_) t->peers_[rank].said_goodbye = true;
   return UCS_OK;
@@ -170,10 +177,8 @@ void UcxTransport::SendCmaAck(int peer, uint64_t cookie, int32_t code) {
 ucs_status_t UcxTransport::OnCmaAck(void* arg, const void* header, size_t header_length, void*,
                                     size_t, const ucp_am_recv_param_t*) {
   auto* t = static_cast<UcxTransport*>(arg);
-  if (header_length != sizeof(CmaAck)) return UCS_OK;
   CmaAck ack;
-  std::memcpy(&ack, header, sizeof(ack));
-  if (ack.key != t->wire_key_) return UCS_OK;  // not from a member of this generation
+  if (!ReadHeader(header, header_length, t->wire_key_, &ack)) return UCS_OK;
   auto it = t->awaiting_ack_.find(ack.cookie);
   if (it == t->awaiting_ack_.end()) return UCS_OK;  // the send was withdrawn meanwhile
   Request& r = *it->second;

@@ -196,23 +196,17 @@ Status UcxTransport::ExchangeHello(Deadline deadline, const std::function<bool()
                       cancelled ? &poll_cancelled : nullptr};
   Status status;
   const MessageTag tag{true, kHelloSequence, 0};
-  for (int p = 0; p < size_ && status.ok(); ++p) {
-    if (p == rank_) continue;
-    auto id = Post(false, p, WireTag(kHelloGeneration, p, tag), &received[p], sizeof(Hello), false);
-    if (!id.ok()) {
-      status = id.status();
-      break;
+  // Every receive is posted before any send; a hello's tag names its sender.
+  for (const bool send : {false, true}) {
+    for (int p = 0; p < size_ && status.ok(); ++p) {
+      if (p == rank_) continue;
+      auto id = Post(send, p, WireTag(kHelloGeneration, send ? rank_ : p, tag),
+                     send ? &mine[p] : &received[p], sizeof(Hello), false);
+      if (id.ok())
+        operation_requests_.push_back(std::move(*id));
+      else
+        status = id.status();
     }
-    operation_requests_.push_back(std::move(*id));
-  }
-  for (int p = 0; p < size_ && status.ok(); ++p) {
-    if (p == rank_) continue;
-    auto id = Post(true, p, WireTag(kHelloGeneration, rank_, tag), &mine[p], sizeof(Hello), false);
-    if (!id.ok()) {
-      status = id.status();
-      break;
-    }
-    operation_requests_.push_back(std::move(*id));
   }
   status = FinishOperation(status, control);
   if (cancel_requested.load(std::memory_order_relaxed)) {  // FinishOperation shut it down
