@@ -16,11 +16,7 @@ StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     BootstrapStore* store, int rank, int size, uint64_t generation,
     const CudaCommunicatorOptions& options) {
   nccl::NcclCommunicatorOptions o;
-  o.device = options.device;
-  o.key_prefix = options.key_prefix;
-  o.default_timeout = options.default_timeout;
-  o.bootstrap_timeout = options.bootstrap_timeout;
-  o.cancelled = options.cancelled;
+  static_cast<CudaCommunicatorOptions&>(o) = options;
   RETORT_ASSIGN_OR_RETURN(auto comm,
                           nccl::NcclCommunicator::Create(store, rank, size, generation, o));
   return std::unique_ptr<Communicator>(std::move(comm));

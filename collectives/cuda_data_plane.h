@@ -23,7 +23,7 @@ struct CudaCommunicatorOptions {
   std::string key_prefix;  // empty: "g<generation>/nccl"
   std::chrono::milliseconds default_timeout{30000};
   std::chrono::milliseconds bootstrap_timeout{60000};
-  std::function<bool()> cancelled;  // as NcclCommunicatorOptions::cancelled
+  std::function<bool()> cancelled;  // empty: never; see NcclCommunicatorOptions
 };
 
 // NCCL among `size` ranks (the GPUs of one node), ordered after the legacy default stream.

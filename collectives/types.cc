@@ -57,6 +57,11 @@ std::vector<size_t> EvenCounts(size_t total, int parts) {
   return counts;
 }
 
+std::string NativeErrorMessage(const std::string& what, const char* reason, const char* file,
+                               int line) {
+  return what + ": " + reason + " (" + file + ":" + std::to_string(line) + ")";
+}
+
 Status CheckBuffer(const void* data, size_t count, const char* what) {
   if (count > 0 && data == nullptr) {
     return InvalidArgumentError(std::string(what) + " is null but its count is " +

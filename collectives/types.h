@@ -54,6 +54,11 @@ std::vector<size_t> Offsets(const std::vector<size_t>& counts);
 // Splits `total` elements into `parts` contiguous counts that differ by at most one.
 std::vector<size_t> EvenCounts(size_t total, int parts);
 
+// The message of a failed call into a native library (NCCL, CUDA, UCX): what was attempted,
+// the library's own reason, and the call site.
+std::string NativeErrorMessage(const std::string& what, const char* reason, const char* file,
+                               int line);
+
 // Validates a buffer argument: non-null data when count > 0. `what` names the argument.
 Status CheckBuffer(const void* data, size_t count, const char* what);
 

@@ -182,15 +182,18 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     const bool live = s == v1::JOB_STATE_WAITING || s == v1::JOB_STATE_RUNNING ||
                       s == v1::JOB_STATE_PAUSED || s == v1::JOB_STATE_STOPPING;
     if (live && c->options_.rejoin_grace_ms > 0) {
+      std::set<RejoinGate::Place> expected;
       for (const auto& m : c->state_.last_generation_members())
-        c->awaiting_rejoin_.emplace(m.node(), m.local_rank());
-      c->rejoin_deadline_ = clock->Now() + std::chrono::milliseconds(c->options_.rejoin_grace_ms);
-      if (!c->awaiting_rejoin_.empty()) c->NoteLossLocked("coordinator_restart", false);
-      if (!c->awaiting_rejoin_.empty())
+        expected.emplace(m.node(), m.local_rank());
+      c->rejoin_gate_.Expect(std::move(expected),
+                             clock->Now() + std::chrono::milliseconds(c->options_.rejoin_grace_ms));
+      if (c->rejoin_gate_.waiting()) {
+        c->NoteLossLocked("coordinator_restart", false);
         LOG_INFO("coordinator") << "waiting up to " << c->options_.rejoin_grace_ms
                                 << " ms for the previous generation's "
-                                << c->awaiting_rejoin_.size()
+                                << c->rejoin_gate_.expected()
                                 << " member(s) to re-join before forming a generation";
+      }
     }
     RETORT_RETURN_IF_ERROR(c->PersistLocked());
     c->UpdateFinishedLocked();
@@ -203,7 +206,9 @@ Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state,
       clock_(clock),
       store_(options_.state_dir, options_.state_writer),
       started_(clock->Now()),
-      state_(std::move(state)) {}
+      state_(std::move(state)),
+      kv_(KvLimits{options_.max_kv_value_bytes, options_.max_kv_keys_per_generation,
+                   options_.max_kv_bytes_per_member, options_.max_kv_bytes_total}) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -367,29 +372,17 @@ void Coordinator::Tick() {
   if (settled || full) FormGenerationLocked();
 }
 
-std::vector<std::string> Coordinator::MissingRejoinersLocked() const {
-  std::vector<std::string> missing;
-  for (const auto& [node, local_rank] : awaiting_rejoin_) {
-    bool back = false;
-    for (const auto& [id, m] : members_)
-      back |= m.identity.node() == node && m.identity.local_rank() == local_rank;
-    if (!back) missing.push_back(node + "/" + std::to_string(local_rank));
-  }
-  return missing;
+std::set<RejoinGate::Place> Coordinator::MemberPlacesLocked() const {
+  std::set<RejoinGate::Place> places;
+  for (const auto& [id, m] : members_) places.emplace(m.identity.node(), m.identity.local_rank());
+  return places;
 }
 
 bool Coordinator::AwaitingRejoinLocked(std::chrono::steady_clock::time_point now) {
-  if (awaiting_rejoin_.empty()) return false;
-  std::vector<std::string> missing = MissingRejoinersLocked();
-  if (!missing.empty() && now < rejoin_deadline_) return true;
   std::string why;
-  if (missing.empty()) {
-    why = "every member of the previous generation re-joined";
-  } else {
-    why = std::to_string(options_.rejoin_grace_ms) + " ms re-join grace ended without";
-    for (const auto& m : missing) why += " " + m;
-  }
-  awaiting_rejoin_.clear();
+  if (rejoin_gate_.StillWaiting(now, MemberPlacesLocked(), options_.rejoin_grace_ms, &why))
+    return true;
+  if (why.empty()) return false;  // was not waiting
   EmitLocked("rejoin", why + "; generations form again");
   if (members_.empty() && state_.state() == v1::JOB_STATE_RUNNING)
     SetStateLocked(v1::JOB_STATE_WAITING, "no member re-joined after the coordinator restart");
@@ -471,9 +464,7 @@ void Coordinator::FormGenerationLocked() {
   gen->set_checkpoint_id(state_.last_checkpoint_id());
   gen->set_checkpoint_step(state_.last_checkpoint_step());
   generation_ = gen;
-  kv_.clear();  // bootstrap data belongs to one generation
-  kv_bytes_ = 0;
-  for (auto& [id, m] : members_) m.kv_bytes = 0;
+  kv_.Clear();  // bootstrap data belongs to one generation
   if (pending_checkpoint_) AbortPendingCheckpointLocked("new generation");
 
   EmitLocked("generation", "generation " + std::to_string(number) + " formed with " +
@@ -668,7 +659,7 @@ Status Coordinator::Leave(const v1::LeaveRequest& req) {
         state_.state() == v1::JOB_STATE_STOPPING)
       SetStateLocked(v1::JOB_STATE_COMPLETED,
                      req.member_id() + " of a previous coordinator run completed it");
-    awaiting_rejoin_.clear();
+    rejoin_gate_.Open();
     UpdateFinishedLocked();
     return Status::Ok();
   }

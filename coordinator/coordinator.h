@@ -22,6 +22,8 @@
 #include "common/status.h"
 #include "coordinator/coordinator_observer.h"
 #include "coordinator/job_state_file.h"
+#include "coordinator/kv_exchange.h"
+#include "coordinator/rejoin_gate.h"
 #include "retort/v1/retort.pb.h"
 
 namespace retort::coordinator {
@@ -43,7 +45,7 @@ struct CoordinatorOptions {
   int min_workers = 0;
   int max_workers = 0;
   int64_t shard_alignment = 64;
-  // Abuse limits (coordinator_kv.cc, coordinator_peer_reports.cc): the key-value store is
+  // Abuse limits (kv_exchange.h, coordinator_peer_reports.cc): the key-value store is
   // bounded per member and in total (keys + values, in bytes) and cleared with its generation.
   size_t max_kv_value_bytes = 1 << 20;
   size_t max_kv_keys_per_generation = 65536;
@@ -187,8 +189,6 @@ class Coordinator {
     int open_watches = 0;
     // Highest generation this member's heartbeats carried: an older one is stale (ABORTED).
     uint64_t heartbeat_generation = 0;
-    // Bytes of keys and values this member put in the current generation's key-value store.
-    size_t kv_bytes = 0;
     // Peer-failure reports: start and count of the current rate window, and the last generation
     // in which one of this member's reports evicted a peer (one per generation).
     std::chrono::steady_clock::time_point report_window_start;
@@ -196,10 +196,6 @@ class Coordinator {
     uint64_t report_evicted_generation = 0;
     // Set when the last open generation stream closed; cleared when one opens.
     std::optional<std::chrono::steady_clock::time_point> watch_lost_at;
-  };
-  struct KvEntry {
-    std::string owner;  // member id that put it
-    std::string value;
   };
   // A member that holds the only in-memory copy of some optimizer range since a peer-failure
   // report evicted its ring neighbour in generation `generation`; protected until the next
@@ -232,6 +228,9 @@ class Coordinator {
   // failures are logged and ignored. Every member is then asked to leave (coordinator_failure.cc).
   void FailJobLocked(const v1::JobFailure& failure) RETORT_REQUIRES(mu_);
   Status CheckMemberLocked(const std::string& member_id) const RETORT_REQUIRES(mu_);
+  // A key-value caller: a member, of the current generation, with a rank in it.
+  Status CheckKvCallerLocked(const std::string& member_id, uint64_t generation,
+                             const char* what) const RETORT_REQUIRES(mu_);
   // FAILED_PRECONDITION unless `member_id` has a rank in the current generation.
   Status CheckInGenerationLocked(const std::string& member_id, const char* what) const
       RETORT_REQUIRES(mu_);
@@ -258,10 +257,11 @@ class Coordinator {
   void MaybeStartPeriodicCheckpointLocked() RETORT_REQUIRES(mu_);
   Status CommitCheckpointLocked() RETORT_REQUIRES(mu_);
   int64_t MaxMemberStepLocked() const RETORT_REQUIRES(mu_);
-  // True while a restarted coordinator still waits for the previous generation's members; ends
-  // (and clears awaiting_rejoin_) once they are all back or rejoin_deadline_ passed.
+  // True while a restarted coordinator still waits for the previous generation's members
+  // (rejoin_gate_); when the wait ends, says so in an event.
   bool AwaitingRejoinLocked(std::chrono::steady_clock::time_point now) RETORT_REQUIRES(mu_);
-  std::vector<std::string> MissingRejoinersLocked() const RETORT_REQUIRES(mu_);
+  // (node, local rank) of every member.
+  std::set<RejoinGate::Place> MemberPlacesLocked() const RETORT_REQUIRES(mu_);
 
   // Startup (Create): checks the committed checkpoints state.json lists, drops unusable ones
   // (falling back to the newest usable one) and refuses to start when none is usable, unless
@@ -282,8 +282,7 @@ class Coordinator {
   bool membership_dirty_ RETORT_GUARDED_BY(mu_) = false;
   std::chrono::steady_clock::time_point membership_changed_at_ RETORT_GUARDED_BY(mu_);
   std::shared_ptr<const v1::Generation> generation_ RETORT_GUARDED_BY(mu_);
-  std::map<std::string, KvEntry> kv_ RETORT_GUARDED_BY(mu_);  // current generation
-  size_t kv_bytes_ RETORT_GUARDED_BY(mu_) = 0;
+  KvExchange kv_ RETORT_GUARDED_BY(mu_);  // current generation's
   std::optional<PendingCheckpoint> pending_checkpoint_ RETORT_GUARDED_BY(mu_);
   // Peer-failure reports (coordinator_peer_reports.cc).
   std::map<std::string, SoleHolder> sole_holders_ RETORT_GUARDED_BY(mu_);  // by member id
@@ -296,9 +295,8 @@ class Coordinator {
   // retried at the same step.
   int64_t last_periodic_step_ RETORT_GUARDED_BY(mu_) = 0;
   bool finished_ RETORT_GUARDED_BY(mu_) = false;
-  // (node, local_rank) of the previous generation's members not yet re-joined after a restart.
-  std::set<std::pair<std::string, int>> awaiting_rejoin_ RETORT_GUARDED_BY(mu_);
-  std::chrono::steady_clock::time_point rejoin_deadline_ RETORT_GUARDED_BY(mu_);
+  // The previous generation's members not yet re-joined after a restart.
+  RejoinGate rejoin_gate_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged
   // once per generation (or when the error changes), not at every attempt.
   int persist_failures_ RETORT_GUARDED_BY(mu_) = 0;

@@ -73,7 +73,7 @@ v1::StatusResponse Coordinator::GetStatus() const {
     step = std::max(step, m->step);
   }
   s.set_step(step);
-  for (const auto& m : MissingRejoinersLocked()) s.add_awaiting_rejoin(m);
+  for (const auto& m : rejoin_gate_.Missing(MemberPlacesLocked())) s.add_awaiting_rejoin(m);
   return s;
 }
 

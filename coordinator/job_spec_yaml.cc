@@ -83,6 +83,18 @@ StatusOr<T> ParseInteger(const std::string& text, const std::string& field, cons
   return static_cast<T>(*d);
 }
 
+// Parses `text` as a T and adds it to (repeated) or sets it in `field` through the reflection
+// call for T.
+template <typename T>
+Status StoreInteger(const std::string& text, const std::string& path, const char* type,
+                    void (Reflection::*add)(Message*, const FieldDescriptor*, T) const,
+                    void (Reflection::*set)(Message*, const FieldDescriptor*, T) const,
+                    Message* message, const FieldDescriptor* field) {
+  RETORT_ASSIGN_OR_RETURN(T v, ParseInteger<T>(text, path, type));
+  (message->GetReflection()->*(field->is_repeated() ? add : set))(message, field, v);
+  return Status::Ok();
+}
+
 // Sets (or, for a repeated field, adds) one scalar value.
 Status SetScalar(const YAML::Node& node, Message* message, const FieldDescriptor* field,
                  const std::string& path) {
@@ -111,26 +123,18 @@ Status SetScalar(const YAML::Node& node, Message* message, const FieldDescriptor
       repeated ? r->AddBool(message, field, v) : r->SetBool(message, field, v);
       return Status::Ok();
     }
-    case FieldDescriptor::CPPTYPE_INT32: {
-      RETORT_ASSIGN_OR_RETURN(int32_t v, ParseInteger<int32_t>(text, path, "int32"));
-      repeated ? r->AddInt32(message, field, v) : r->SetInt32(message, field, v);
-      return Status::Ok();
-    }
-    case FieldDescriptor::CPPTYPE_INT64: {
-      RETORT_ASSIGN_OR_RETURN(int64_t v, ParseInteger<int64_t>(text, path, "int64"));
-      repeated ? r->AddInt64(message, field, v) : r->SetInt64(message, field, v);
-      return Status::Ok();
-    }
-    case FieldDescriptor::CPPTYPE_UINT32: {
-      RETORT_ASSIGN_OR_RETURN(uint32_t v, ParseInteger<uint32_t>(text, path, "uint32"));
-      repeated ? r->AddUInt32(message, field, v) : r->SetUInt32(message, field, v);
-      return Status::Ok();
-    }
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      RETORT_ASSIGN_OR_RETURN(uint64_t v, ParseInteger<uint64_t>(text, path, "uint64"));
-      repeated ? r->AddUInt64(message, field, v) : r->SetUInt64(message, field, v);
-      return Status::Ok();
-    }
+    case FieldDescriptor::CPPTYPE_INT32:
+      return StoreInteger<int32_t>(text, path, "int32", &Reflection::AddInt32,
+                                   &Reflection::SetInt32, message, field);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return StoreInteger<int64_t>(text, path, "int64", &Reflection::AddInt64,
+                                   &Reflection::SetInt64, message, field);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return StoreInteger<uint32_t>(text, path, "uint32", &Reflection::AddUInt32,
+                                    &Reflection::SetUInt32, message, field);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return StoreInteger<uint64_t>(text, path, "uint64", &Reflection::AddUInt64,
+                                    &Reflection::SetUInt64, message, field);
     case FieldDescriptor::CPPTYPE_DOUBLE:
     case FieldDescriptor::CPPTYPE_FLOAT: {
       const std::optional<double> v = ParseDouble(text);

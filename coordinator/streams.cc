@@ -16,8 +16,7 @@ GenerationStream::GenerationStream(Coordinator* coordinator, std::string member_
   if (!kind.ok()) {
     refusals->Refused("WatchGenerations", peer, kind.status().ToString());
     MutexLock lock(mu_);
-    finished_ = true;
-    Finish(ToGrpcStatus(kind.status()));
+    FinishOnceLocked(ToGrpcStatus(kind.status()));
     return;
   }
   registered_ = true;
@@ -42,22 +41,8 @@ void GenerationStream::StartNextLocked() {
 void GenerationStream::OnWriteDone(bool ok) {
   MutexLock lock(mu_);
   in_flight_.reset();
-  if (!ok) {
-    if (!finished_) {
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-    }
-    return;
-  }
+  if (!WriteSucceededLocked(ok)) return;
   if (pending_ && !finished_) StartNextLocked();
-}
-
-void GenerationStream::OnCancel() {
-  MutexLock lock(mu_);
-  if (!finished_) {
-    finished_ = true;
-    Finish(grpc::Status::CANCELLED);
-  }
 }
 
 void GenerationStream::OnDone() {
@@ -78,8 +63,7 @@ EventStream::EventStream(Coordinator* coordinator, ServiceGuards* guards, const 
   if (!admitted.ok()) {
     guards_->refusals().Refused("Watch", who, admitted.ToString());
     MutexLock lock(mu_);
-    finished_ = true;
-    Finish(ToGrpcStatus(admitted));
+    FinishOnceLocked(ToGrpcStatus(admitted));
     return;
   }
   if (!guards_->AcquireEventStream(host_)) {
@@ -87,8 +71,7 @@ EventStream::EventStream(Coordinator* coordinator, ServiceGuards* guards, const 
                             " event streams open (the limit per host)";
     guards_->refusals().Refused("Watch", peer, why);
     MutexLock lock(mu_);
-    finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+    FinishOnceLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
     return;
   }
   registered_ = true;
@@ -99,9 +82,8 @@ void EventStream::OnEvent(const v1::Event& event) {
   MutexLock lock(mu_);
   if (finished_) return;
   if (queue_.size() >= kMaxQueued) {
-    finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "watch client too slow; events dropped"));
+    FinishOnceLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "watch client too slow; events dropped"));
     return;
   }
   queue_.push_back(event);
@@ -117,22 +99,8 @@ void EventStream::OnWriteDone(bool ok) {
   MutexLock lock(mu_);
   writing_ = false;
   queue_.pop_front();
-  if (!ok) {
-    if (!finished_) {
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-    }
-    return;
-  }
+  if (!WriteSucceededLocked(ok)) return;
   if (!queue_.empty() && !finished_) StartNextLocked();
-}
-
-void EventStream::OnCancel() {
-  MutexLock lock(mu_);
-  if (!finished_) {
-    finished_ = true;
-    Finish(grpc::Status::CANCELLED);
-  }
 }
 
 void EventStream::OnDone() {

@@ -17,10 +17,36 @@
 
 namespace retort::coordinator {
 
+// What both streams share: the lock over their write state and the rule that a call finishes
+// once (whichever of a refusal, a failed write, a cancel or a slow client comes first).
+template <typename Message>
+class WriteStream : public grpc::ServerWriteReactor<Message> {
+ public:
+  void OnCancel() override RETORT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    FinishOnceLocked(grpc::Status::CANCELLED);
+  }
+
+ protected:
+  // Finishes the call with `status` unless it has finished already.
+  void FinishOnceLocked(const grpc::Status& status) RETORT_REQUIRES(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    this->Finish(status);
+  }
+  // After a write completed: false (and the call finished with UNAVAILABLE) when it failed.
+  bool WriteSucceededLocked(bool ok) RETORT_REQUIRES(mu_) {
+    if (!ok) FinishOnceLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+    return ok;
+  }
+
+  Mutex mu_;
+  bool finished_ RETORT_GUARDED_BY(mu_) = false;
+};
+
 // Sends generations newer than `after`; when the client is slow, intermediate generations are
 // skipped (workers only ever need the newest).
-class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
-                               public GenerationListener {
+class GenerationStream final : public WriteStream<v1::Generation>, public GenerationListener {
  public:
   // `member_id` (may be empty or unknown) is told to the coordinator as watching until the
   // stream ends, so a vanished client is noticed without waiting for heartbeats. A stream the
@@ -30,7 +56,6 @@ class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
                    RefusalLog* refusals, const std::string& peer, const Status& admitted);
   void OnGeneration(std::shared_ptr<const v1::Generation> generation) override RETORT_EXCLUDES(mu_);
   void OnWriteDone(bool ok) override RETORT_EXCLUDES(mu_);
-  void OnCancel() override RETORT_EXCLUDES(mu_);
   void OnDone() override;
 
  private:
@@ -41,11 +66,9 @@ class GenerationStream final : public grpc::ServerWriteReactor<v1::Generation>,
   // Set once in the constructor: whether the coordinator counted this stream, and how.
   bool registered_ = false;
   Coordinator::WatchKind kind_ = Coordinator::WatchKind::kOther;
-  Mutex mu_;
   uint64_t last_sent_ RETORT_GUARDED_BY(mu_);
   std::shared_ptr<const v1::Generation> pending_ RETORT_GUARDED_BY(mu_);
   std::shared_ptr<const v1::Generation> in_flight_ RETORT_GUARDED_BY(mu_);
-  bool finished_ RETORT_GUARDED_BY(mu_) = false;
 };
 
 class ServiceGuards;  // services.h
@@ -54,7 +77,7 @@ class ServiceGuards;  // services.h
 // RESOURCE_EXHAUSTED rather than buffering without bound. A host may hold at most
 // kMaxEventStreamsPerHost (request_limits.h) at once; beyond, the stream finishes at once with
 // RESOURCE_EXHAUSTED.
-class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public EventListener {
+class EventStream final : public WriteStream<v1::Event>, public EventListener {
  public:
   static constexpr size_t kMaxQueued = 4096;
   // `peer` is gRPC's peer string, `who` describes the caller for logs. A stream whose call
@@ -62,8 +85,7 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
   EventStream(Coordinator* coordinator, ServiceGuards* guards, const std::string& peer,
               const std::string& who, const Status& admitted);
   void OnEvent(const v1::Event& event) override RETORT_EXCLUDES(mu_);
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
+  void OnWriteDone(bool ok) override RETORT_EXCLUDES(mu_);
   void OnDone() override;
 
  private:
@@ -72,11 +94,9 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
   Coordinator* const coordinator_;
   ServiceGuards* const guards_;
   const std::string host_;
-  bool registered_ = false;  // set once in the constructor
-  Mutex mu_;
+  bool registered_ = false;                             // set once in the constructor
   std::deque<v1::Event> queue_ RETORT_GUARDED_BY(mu_);  // front is in flight while writing_
   bool writing_ RETORT_GUARDED_BY(mu_) = false;
-  bool finished_ RETORT_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace retort::coordinator

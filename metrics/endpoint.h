@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "common/args.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "metrics/exporter.h"
 
@@ -23,6 +25,15 @@ class Endpoint {
     e->metrics_ = std::make_unique<Metrics>(e->exporter_->registry());
     return e;
   }
+  // As Start for a --metrics-listen value: nullptr when it is empty (metrics off); otherwise
+  // the bound port is logged as `component`'s.
+  static StatusOr<std::unique_ptr<Endpoint>> StartIfListening(const std::string& listen,
+                                                              const char* component) {
+    if (listen.empty()) return std::unique_ptr<Endpoint>();
+    RETORT_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> e, Start(listen));
+    LOG_INFO(component) << "metrics on port " << e->port() << " (/metrics)";
+    return e;
+  }
   ~Endpoint() { exporter_.reset(); }
 
   Metrics* metrics() const { return metrics_.get(); }
@@ -34,5 +45,11 @@ class Endpoint {
   std::unique_ptr<MetricsExporter> exporter_;
   std::unique_ptr<Metrics> metrics_;
 };
+
+// --metrics-listen, the flag every binary that serves metrics takes (see StartIfListening).
+inline void AddMetricsListenFlag(ArgParser& args, std::string* listen) {
+  args.AddString("metrics-listen", listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+}
 
 }  // namespace retort::metrics

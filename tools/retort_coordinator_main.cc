@@ -119,8 +119,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
   args.AddInt("stall-deadline-ms", &c->stall_deadline_ms,
               "the health port's service retort.v1.TrainingProgress (a readiness signal) turns "
               "NOT_SERVING while a ranked worker's step has not advanced for this long (0 = off)");
-  args.AddString("metrics-listen", &c->metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  metrics::AddMetricsListenFlag(args, &c->metrics_listen);
   args.AddString("check-job", &c->check_job,
                  "only check this job spec (YAML or JSON; - = stdin) with the coordinator's "
                  "rules and pre-flight checks, print the result and exit (0 valid, 2 invalid)");
@@ -197,13 +196,10 @@ struct ProgressSignal {
 
 StatusOr<RunOutcome> Run(Config c) {
   RETORT_ASSIGN_OR_RETURN(std::optional<v1::JobSpec> job, CheckConfig(c));
-  std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics;
-  if (!c.metrics_listen.empty()) {
-    RETORT_ASSIGN_OR_RETURN(metrics,
-                            coordinator::CoordinatorMetricsEndpoint::Start(c.metrics_listen));
-    c.opts.observer = metrics->metrics();
-    LOG_INFO("coordinator") << "metrics on port " << metrics->port() << " (/metrics)";
-  }
+  RETORT_ASSIGN_OR_RETURN(
+      std::unique_ptr<coordinator::CoordinatorMetricsEndpoint> metrics,
+      coordinator::CoordinatorMetricsEndpoint::StartIfListening(c.metrics_listen, "coordinator"));
+  if (metrics) c.opts.observer = metrics->metrics();
   RealClock clock;
   auto created = coordinator::Coordinator::Create(c.opts, job, &clock);
   // A refused spec or flags (INVALID_ARGUMENT: exit 2, the same on every try) or a state dir it

@@ -156,8 +156,7 @@ void RegisterFlags(ArgParser& args, Config* c) {
   args.AddStringList("pause-at", &c->pause_at,
                      "tests only: pause once at POINT for up to MS ms (POINT:MS; POINT is "
                      "checkpoint-write or generation-switch), logging 'PAUSE POINT' first");
-  args.AddString("metrics-listen", &c->metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (empty = off)");
+  metrics::AddMetricsListenFlag(args, &c->metrics_listen);
   args.AddString("trace-steps", &c->trace_steps,
                  "record a step trace for steps A:B into OUTPUT_DIR/traces/ (empty = only when "
                  "`retortctl trace` asks)");
@@ -246,11 +245,9 @@ int PrintDevice(const Config& c) {
 Status Run(const Config& c, bool* interrupted) {
   RETORT_ASSIGN_OR_RETURN(Checked checked, CheckConfig(c));
   worker::PausePoints pause_points(std::move(checked.pause_at));
-  std::unique_ptr<worker::WorkerMetricsEndpoint> metrics;
-  if (!c.metrics_listen.empty()) {
-    RETORT_ASSIGN_OR_RETURN(metrics, worker::WorkerMetricsEndpoint::Start(c.metrics_listen));
-    LOG_INFO("worker") << "metrics on port " << metrics->port() << " (/metrics)";
-  }
+  RETORT_ASSIGN_OR_RETURN(
+      std::unique_ptr<worker::WorkerMetricsEndpoint> metrics,
+      worker::WorkerMetricsEndpoint::StartIfListening(c.metrics_listen, "worker"));
   std::unique_ptr<rpc::HealthServer> health;
   if (!c.health_listen.empty()) {
     RETORT_ASSIGN_OR_RETURN(health, rpc::HealthServer::Start(c.health_listen));

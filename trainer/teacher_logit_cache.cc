@@ -30,7 +30,7 @@ std::optional<torch::Tensor> TeacherLogitCache::Lookup(const Batch& batch, doubl
   if (temperature != temperature_ || n == 0 ||
       batch.augmentation_seeds.size() != batch.sample_indices.size() ||
       (batch.images.defined() && batch.images.size(0) != n)) {
-    ++misses_;
+    ++counts_.misses;
     return std::nullopt;
   }
   std::vector<const Entry*> found;
@@ -38,12 +38,12 @@ std::optional<torch::Tensor> TeacherLogitCache::Lookup(const Batch& batch, doubl
   for (int64_t i = 0; i < n; ++i) {
     auto it = entries_.find({batch.sample_indices[i], batch.augmentation_seeds[i]});
     if (it == entries_.end()) {
-      ++misses_;
+      ++counts_.misses;
       return std::nullopt;
     }
     found.push_back(&it->second);
   }
-  ++hits_;
+  ++counts_.hits;
   auto out = torch::empty({n, num_classes_}, torch::kFloat);
   float* o = out.data_ptr<float>();
   const float t = static_cast<float>(temperature_);
@@ -85,7 +85,7 @@ Status TeacherLogitCache::Insert(const Batch& batch, const torch::Tensor& teache
     Key key{batch.sample_indices[i], batch.augmentation_seeds[i]};
     if (entries_.count(key)) continue;
     if (static_cast<int64_t>(entries_.size()) >= max_entries_) {
-      ++dropped_;
+      ++counts_.dropped;
       continue;
     }
     Entry e;
@@ -102,17 +102,9 @@ int64_t TeacherLogitCache::size() const {
   MutexLock lock(mu_);
   return static_cast<int64_t>(entries_.size());
 }
-int64_t TeacherLogitCache::hits() const {
+TeacherLogitCache::Counts TeacherLogitCache::counts() const {
   MutexLock lock(mu_);
-  return hits_;
-}
-int64_t TeacherLogitCache::misses() const {
-  MutexLock lock(mu_);
-  return misses_;
-}
-int64_t TeacherLogitCache::dropped() const {
-  MutexLock lock(mu_);
-  return dropped_;
+  return counts_;
 }
 
 }  // namespace retort::trainer

@@ -11,7 +11,7 @@
 // another (Lookup checks).
 //
 // Capacity: at most max_entries samples; inserts beyond it are dropped (no eviction), counted
-// in dropped(). Thread-safe (internally locked), so loader threads may prefetch lookups.
+// in counts().dropped. Thread-safe (internally locked), so loader threads may prefetch lookups.
 #pragma once
 
 #include <torch/types.h>
@@ -41,9 +41,12 @@ class TeacherLogitCache {
   Status Insert(const Batch& batch, const torch::Tensor& teacher_logits);
 
   int64_t size() const;
-  int64_t hits() const;    // batches served
-  int64_t misses() const;  // batches not fully cached
-  int64_t dropped() const;
+  struct Counts {
+    int64_t hits = 0;     // batches served
+    int64_t misses = 0;   // batches not fully cached
+    int64_t dropped = 0;  // samples not stored (the cache was full)
+  };
+  Counts counts() const;  // one consistent snapshot
   int64_t top_k() const { return top_k_; }
 
  private:
@@ -72,9 +75,7 @@ class TeacherLogitCache {
   const int64_t max_entries_;
   mutable Mutex mu_;
   std::unordered_map<Key, Entry, KeyHash> entries_ RETORT_GUARDED_BY(mu_);
-  int64_t hits_ RETORT_GUARDED_BY(mu_) = 0;
-  int64_t misses_ RETORT_GUARDED_BY(mu_) = 0;
-  int64_t dropped_ RETORT_GUARDED_BY(mu_) = 0;
+  Counts counts_ RETORT_GUARDED_BY(mu_);
 };
 
 }  // namespace retort::trainer

@@ -85,6 +85,8 @@ void TrainingSession::OnLeaving(const std::string& /*reason*/, Deadline deadline
 
 Status TrainingSession::Setup(const v1::JobSpec& job) {
   job_ = job;
+  checkpointer_ = std::make_unique<Checkpointer>(client_, job.checkpoint().every_steps(),
+                                                 job.seed(), options_.pause_points);
   int threads = options_.threads > 0 ? options_.threads : std::max(1, job.threads_per_worker());
   trainer::ConfigureCpuRuntime(threads);
   if (HasTeacher(job) && job.teacher().exported_path().empty()) {
@@ -130,7 +132,7 @@ void TrainingSession::TrainingThread() {
   Status s = Train();
   if (tracer_) tracer_->Flush();  // a window the job ended inside
   if (!s.ok()) LOG_ERROR("trainer") << "training stopped: " << s;
-  if (!shard_writer_.Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
+  if (checkpointer_ && !checkpointer_->Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
     LOG_WARN("trainer") << "a checkpoint shard is still being written after "
                         << options_.comm_timeout_ms << " ms; leaving without its ack";
   mailbox_.FinishTraining(s);
@@ -344,13 +346,11 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     if (global_step_ % replicate_every_steps_ == 0 || global_step_ == total_steps_)
       RETORT_RETURN_IF_ERROR(CaptureReplica());
     const auto checkpoint_start = Clock::now();
-    const uint64_t handled_before = last_checkpoint_handled_;
-    const int64_t periodic_before = last_periodic_checkpoint_step_;
-    WriteCheckpointIfDue(a);
-    // Only a step that began a checkpoint has a checkpoint phase (0 otherwise, not the check's
-    // microsecond).
-    const bool checkpointed = last_checkpoint_handled_ != handled_before ||
-                              last_periodic_checkpoint_step_ != periodic_before;
+    // Only a step at which a checkpoint was due has a checkpoint phase (0 otherwise, not the
+    // check's microsecond).
+    const bool checkpointed = checkpointer_->WriteIfDue(
+        mailbox_.pending_checkpoint(),
+        CheckpointSource{&a, kd_step_.get(), CurrentMeta(), comm_->rank(), comm_->size()});
     const double checkpoint_s =
         checkpointed ? std::chrono::duration<double>(Clock::now() - checkpoint_start).count() : 0;
     double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -432,7 +432,7 @@ void TrainingSession::WriteMetrics(const trainer::StepResult& r, double samples_
 Status TrainingSession::Finish(const Assignment& a) {
   // A checkpoint at the last step commits only if every rank acks it before any leaves: the
   // all-reduce below orders every rank's ack before every rank's leave.
-  if (!shard_writer_.Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
+  if (!checkpointer_->Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
     LOG_WARN("trainer") << "the last checkpoint's shard is still being written";
   // Top-1 on the test split: each rank evaluates a contiguous slice; counts are all-reduced.
   const int64_t n = test_set_->size();

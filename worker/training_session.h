@@ -14,7 +14,8 @@
 // worker leaves completing the job (WorkerAgent::CompleteJob).
 //
 // Files: training_session.cc (generations, steps, evaluation), session_state.cc (state across
-// generations: save, recovery, replicas), session_checkpoint.cc (disk checkpoints).
+// generations: save, recovery, replicas), session_checkpoint.cc (restoring from a disk
+// checkpoint); writing and reading checkpoints is the Checkpointer's (checkpointer.h).
 //
 // Threading: GenerationHandler callbacks arrive on the agent's threads and only post to the
 // session's mailbox (session_mailbox.h); all training happens on the session's own thread,
@@ -34,6 +35,7 @@
 #include "common/status.h"
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
+#include "worker/checkpointer.h"
 #include "worker/communicator_shard_comm.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_failure.h"
@@ -41,7 +43,6 @@
 #include "worker/peer_replica.h"
 #include "worker/recovery_plan.h"
 #include "worker/session_mailbox.h"
-#include "worker/shard_writer.h"
 #include "worker/step_log.h"
 #include "worker/step_record.h"
 #include "worker/trace_recorder.h"
@@ -77,8 +78,6 @@ struct TrainingOptions {
   int64_t trace_first_step = 0;
   int64_t trace_last_step = 0;
 };
-
-struct ShardSnapshot;  // session_checkpoint.cc
 
 class TrainingSession final : public GenerationHandler {
  public:
@@ -139,22 +138,11 @@ class TrainingSession final : public GenerationHandler {
   StateMeta CurrentMeta() const;
   // Waits for a collective on comm_ with the session's collective deadline.
   Status Await(const collectives::WorkPtr& work) const;
-  // Coordinated checkpoints (session_checkpoint.cc).
-  // At the step the coordinator named, or at a multiple of checkpoint.every_steps: begins the
-  // checkpoint, snapshots this rank's range and queues the shard write and its ack on
-  // shard_writer_ (training goes on meanwhile). Failures are logged and acked as errors (the
-  // coordinator aborts that checkpoint); training goes on.
-  void WriteCheckpointIfDue(const Assignment& a);
+  // Restoring from a coordinated checkpoint (session_checkpoint.cc).
   // Loads the newest committed checkpoint every rank can read (a corrupt or truncated one is
   // skipped for the previous one). False when the job has none; DATA_LOSS naming each
   // checkpoint when it has some and none can be read (the job never silently restarts at 0).
   StatusOr<bool> RestoreFromCheckpoint(const Assignment& a);
-  // A snapshot buffer of `count` elements per array that no pending write holds.
-  std::shared_ptr<ShardSnapshot> SnapshotBuffer(int64_t count);
-  // The student's buffer blob from a checkpoint (undefined when the student has no buffers or
-  // the checkpoint predates them); DATA_LOSS when the file is damaged or of the wrong size.
-  StatusOr<torch::Tensor> ReadCheckpointBuffers(const std::string& dir,
-                                                const v1::CheckpointManifest& manifest);
   // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
   StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
@@ -196,14 +184,9 @@ class TrainingSession final : public GenerationHandler {
   PeerReplica replica_;
   // The active generation's ReplicaDistance (recovery_plan.h), from its node groups.
   int replica_distance_ = 1;
-  uint64_t last_checkpoint_handled_ = 0;
-  int64_t last_periodic_checkpoint_step_ = -1;
-  // Writes checkpoint shards in the background (session_checkpoint.cc); drained before the
-  // worker leaves so that a checkpoint at the last step still commits.
-  ShardWriter shard_writer_;
-  // Snapshot buffers reused across checkpoints (a fresh allocation would fault in every page on
-  // the training thread); one is free when the writer no longer holds it.
-  std::vector<std::shared_ptr<ShardSnapshot>> snapshot_pool_;
+  // Writes checkpoint shards in the background and reads them for a restore; built in Setup(),
+  // drained before the worker leaves so that a checkpoint at the last step still commits.
+  std::unique_ptr<Checkpointer> checkpointer_;
   int64_t replicate_every_steps_ = 1;
   std::ofstream metrics_;
   std::string output_dir_;

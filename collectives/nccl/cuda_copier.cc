@@ -1,6 +1,8 @@
 #include "collectives/nccl/cuda_copier.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -19,6 +21,23 @@ Status CopyOnStream(const char* who, int device, cudaStream_t stream, void* dst,
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream),
              std::string(who) + ": copying " + std::to_string(bytes) + " bytes " + what);
   return Status::Ok();
+}
+
+// Polls `event` until it has completed (OK), reports a failure (INTERNAL), `cancelled` says so
+// (ABORTED) or `deadline` passes (DEADLINE_EXCEEDED). `who` names the component and `copies`
+// the work the event marks the end of, in errors.
+Status PollEvent(cudaEvent_t event, Deadline deadline, const std::function<bool()>& cancelled,
+                 const std::string& who, const std::string& copies) {
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) return Status::Ok();
+    if (state != cudaErrorNotReady)
+      return CudaError(state, who + ": " + copies + " failed", __FILE__, __LINE__);
+    if (cancelled && cancelled()) return AbortedError(who + ": wait for copies aborted");
+    if (deadline.Expired())
+      return DeadlineExceededError(who + ": " + copies + " did not finish in time");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 }  // namespace
@@ -95,16 +114,8 @@ Status CudaCopier::Wait(Mark mark, Deadline deadline, const std::function<bool()
   CUDA_CHECK(cudaSetDevice(device_), "cuda copier: selecting device " + std::to_string(device_));
   while (!recorded_.empty() && recorded_.front().mark <= mark) {
     Recorded& r = recorded_.front();
-    for (;;) {
-      const cudaError_t state = cudaEventQuery(r.event.get());
-      if (state == cudaSuccess) break;
-      if (state != cudaErrorNotReady)
-        return CudaError(state, "cuda copier: a staging copy failed", __FILE__, __LINE__);
-      if (cancelled && cancelled()) return AbortedError("cuda copier: wait for copies aborted");
-      if (deadline.Expired())
-        return DeadlineExceededError("cuda copier: staging copies did not finish in time");
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    RETORT_RETURN_IF_ERROR(
+        PollEvent(r.event.get(), deadline, cancelled, "cuda copier", "staging copies"));
     spare_.push_back(std::move(r.event));
     recorded_.pop_front();
   }
@@ -158,16 +169,7 @@ Status CudaScratch::CopyAsync(void* dst, const void* src, size_t bytes) {
 Status CudaScratch::Wait(Deadline deadline, const std::function<bool()>& cancelled) {
   CUDA_CHECK(cudaSetDevice(device_), "cuda scratch: selecting device " + std::to_string(device_));
   CUDA_CHECK(cudaEventRecord(copied_.get(), stream_.get()), "cuda scratch: recording the copies");
-  for (;;) {
-    const cudaError_t state = cudaEventQuery(copied_.get());
-    if (state == cudaSuccess) return Status::Ok();
-    if (state != cudaErrorNotReady)
-      return CudaError(state, "cuda scratch: a device copy failed", __FILE__, __LINE__);
-    if (cancelled && cancelled()) return AbortedError("cuda scratch: wait for copies aborted");
-    if (deadline.Expired())
-      return DeadlineExceededError("cuda scratch: device copies did not finish in time");
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  return PollEvent(copied_.get(), deadline, cancelled, "cuda scratch", "device copies");
 }
 
 }  // namespace retort::collectives::nccl

@@ -67,18 +67,25 @@ bool PadsToEqualCounts(const std::vector<size_t>& counts) {
   return total > 0 && 8 * (padded - total) <= total;
 }
 
+namespace {
+
+// Where a plan needs no scratch: none at all for no elements, one `kind` call for equal counts.
+// True when `plan` is then complete.
+bool PlanDirect(const std::vector<size_t>& counts, NcclCallKind kind, NcclCallPlan* plan) {
+  if (TotalCount(counts) == 0) return true;
+  if (!AllEqual(counts)) return false;
+  AddCall(plan, kind, In(0), Out(0), counts[0]);
+  return true;
+}
+
+}  // namespace
+
 NcclCallPlan PlanReduceScatterV(const std::vector<size_t>& counts, int rank) {
   NcclCallPlan plan;
-  const size_t n = counts.size();
-  if (TotalCount(counts) == 0) return plan;
-  if (AllEqual(counts)) {
-    AddCall(&plan, NcclCallKind::kReduceScatter, In(0), Out(0), counts[0]);
-    return plan;
-  }
+  if (PlanDirect(counts, NcclCallKind::kReduceScatter, &plan)) return plan;
+  const size_t n = counts.size(), m = MaxCount(counts), mine = counts[rank];
   const auto offsets = Offsets(counts);
   if (PadsToEqualCounts(counts)) {
-    const size_t m = MaxCount(counts);
-    const size_t mine = counts[rank];
     // [0, n*m): the padded input, rank r's part at r*m; then this rank's padded result when it
     // is shorter than m (else NCCL writes it straight into the output).
     plan.scratch_elements = n * m + (mine < m ? m : 0);
@@ -97,16 +104,10 @@ NcclCallPlan PlanReduceScatterV(const std::vector<size_t>& counts, int rank) {
 
 NcclCallPlan PlanAllGatherV(const std::vector<size_t>& counts, int rank) {
   NcclCallPlan plan;
-  const size_t n = counts.size();
-  if (TotalCount(counts) == 0) return plan;
-  if (AllEqual(counts)) {
-    AddCall(&plan, NcclCallKind::kAllGather, In(0), Out(0), counts[0]);
-    return plan;
-  }
+  if (PlanDirect(counts, NcclCallKind::kAllGather, &plan)) return plan;
+  const size_t n = counts.size(), m = MaxCount(counts), mine = counts[rank];
   const auto offsets = Offsets(counts);
   if (PadsToEqualCounts(counts)) {
-    const size_t m = MaxCount(counts);
-    const size_t mine = counts[rank];
     // [0, n*m): the padded output, rank r's part at r*m. A part shorter than m is sent from
     // its padded slot (in place, as ncclAllGather allows); a full one straight from the input.
     plan.scratch_elements = n * m;

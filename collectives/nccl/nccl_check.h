@@ -8,27 +8,23 @@
 
 #include <string>
 
+#include "collectives/native_check.h"
 #include "common/status.h"
 
 namespace retort::collectives::nccl {
 
 Status NcclError(ncclResult_t result, const std::string& what, const char* file, int line);
 Status CudaError(cudaError_t error, const std::string& what, const char* file, int line);
+// ncclInProgress is not a failure: a non-blocking communicator's call is still running.
+inline bool NcclFailed(ncclResult_t r) { return r != ncclSuccess && r != ncclInProgress; }
+inline bool CudaFailed(cudaError_t e) { return e != cudaSuccess; }
 
 }  // namespace retort::collectives::nccl
 
-#define NCCL_CHECK(expr, what)                                                                     \
-  do {                                                                                             \
-    ncclResult_t nccl_check_result_ = (expr);                                                      \
-    if (nccl_check_result_ != ncclSuccess && nccl_check_result_ != ncclInProgress) {               \
-      return ::retort::collectives::nccl::NcclError(nccl_check_result_, what, __FILE__, __LINE__); \
-    }                                                                                              \
-  } while (0)
+#define NCCL_CHECK(expr, what)                                                     \
+  RETORT_NATIVE_CHECK(ncclResult_t, expr, ::retort::collectives::nccl::NcclFailed, \
+                      ::retort::collectives::nccl::NcclError, what)
 
-#define CUDA_CHECK(expr, what)                                                                    \
-  do {                                                                                            \
-    cudaError_t cuda_check_error_ = (expr);                                                       \
-    if (cuda_check_error_ != cudaSuccess) {                                                       \
-      return ::retort::collectives::nccl::CudaError(cuda_check_error_, what, __FILE__, __LINE__); \
-    }                                                                                             \
-  } while (0)
+#define CUDA_CHECK(expr, what)                                                    \
+  RETORT_NATIVE_CHECK(cudaError_t, expr, ::retort::collectives::nccl::CudaFailed, \
+                      ::retort::collectives::nccl::CudaError, what)

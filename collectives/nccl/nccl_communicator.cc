@@ -62,8 +62,7 @@ Status Grouped(const std::function<Status()>& calls) {
 }  // namespace
 
 Status NcclError(ncclResult_t result, const std::string& what, const char* file, int line) {
-  std::string message =
-      what + ": " + ncclGetErrorString(result) + " (" + file + ":" + std::to_string(line) + ")";
+  const std::string message = NativeErrorMessage(what, ncclGetErrorString(result), file, line);
   switch (result) {
     case ncclInvalidArgument:
     case ncclInvalidUsage:
@@ -77,8 +76,7 @@ Status NcclError(ncclResult_t result, const std::string& what, const char* file,
 }
 
 Status CudaError(cudaError_t error, const std::string& what, const char* file, int line) {
-  return InternalError(what + ": " + cudaGetErrorString(error) + " (" + file + ":" +
-                       std::to_string(line) + ")");
+  return InternalError(NativeErrorMessage(what, cudaGetErrorString(error), file, line));
 }
 
 int CudaDeviceCount() {
@@ -171,7 +169,7 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
       AwaitComm(comm, deadline, "nccl: communicator initialization", o.cancelled,
                 [&] { return cancelled_error("the other ranks' initialization"); });
   if (!initialized.ok()) {
-    c->comm_.Abort();  // ncclCommAbort: a stuck or obsolete initialization is not waited for
+    c->comm_.reset();  // ncclCommAbort: a stuck or obsolete initialization is not waited for
     return initialized;
   }
   c->watchdog_ = std::thread([raw = c.get()] { raw->Watchdog(); });
@@ -261,7 +259,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 void NcclCommunicator::Break(const Status& reason) {
   if (broken_.ok()) broken_ = reason;
-  comm_.Abort();
+  comm_.reset();
   for (Pending& p : pending_) p.work->Complete(reason);
   pending_.clear();
 }

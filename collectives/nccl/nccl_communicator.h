@@ -37,24 +37,22 @@
 
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
+#include "collectives/cuda_data_plane.h"
 #include "collectives/nccl/nccl_call_plan.h"
 #include "collectives/nccl/nccl_handles.h"
 #include "common/mutex.h"
 
 namespace retort::collectives::nccl {
 
-struct NcclCommunicatorOptions {
-  int device = 0;
+// The CUDA-free options (cuda_data_plane.h: device, key_prefix, timeouts, cancelled) and the
+// ones only this header can name. key_prefix: the store key is "<key_prefix>/unique_id".
+// cancelled: polled (every ~20 ms, on the creating thread) while bootstrap waits for rank 0's
+// unique id and for the non-blocking initialization: true = this communicator is obsolete (e.g.
+// a newer generation was published); Create then aborts the half-built NCCL communicator
+// (ncclCommAbort) and returns ABORTED at once.
+struct NcclCommunicatorOptions : CudaCommunicatorOptions {
   // Stream the caller produces the buffers on; nullptr: the legacy default stream.
   cudaStream_t caller_stream = nullptr;
-  std::string key_prefix;  // store key "<key_prefix>/unique_id"; empty: "g<generation>/nccl"
-  std::chrono::milliseconds default_timeout{30000};
-  std::chrono::milliseconds bootstrap_timeout{60000};
-  // Polled (every ~20 ms, on the creating thread) while bootstrap waits for rank 0's unique id
-  // and for the non-blocking initialization: true = this communicator is obsolete (e.g. a newer
-  // generation was published); Create then aborts the half-built NCCL communicator
-  // (ncclCommAbort) and returns ABORTED at once. Empty: never cancelled.
-  std::function<bool()> cancelled;
   // Run nccl_call_plan.h's PlanWarmUp before Create returns (within bootstrap_timeout).
   bool warm_up = true;
 };

@@ -8,106 +8,42 @@
 
 namespace retort::collectives::nccl {
 
-// A non-blocking CUDA stream, destroyed with the owner.
-class CudaStream {
+// Owns one handle (a pointer-like CUDA or NCCL type), released with `Release` when the owner
+// goes or on reset(). Moving hands the handle over; a moved-from or default owner holds none.
+template <typename Handle, auto Release>
+class UniqueHandle {
  public:
-  CudaStream() = default;
-  explicit CudaStream(cudaStream_t s) : stream_(s) {}
-  CudaStream(CudaStream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
-  CudaStream& operator=(CudaStream&& o) noexcept {
-    std::swap(stream_, o.stream_);
+  UniqueHandle() = default;
+  explicit UniqueHandle(Handle h) : handle_(h) {}
+  UniqueHandle(UniqueHandle&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
+  UniqueHandle& operator=(UniqueHandle&& o) noexcept {
+    std::swap(handle_, o.handle_);
     return *this;
   }
-  ~CudaStream() {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  ~UniqueHandle() { reset(); }
+  Handle get() const { return handle_; }
+  // Releases the handle now; idempotent.
+  void reset() {
+    if (handle_ != nullptr) (void)Release(std::exchange(handle_, nullptr));
   }
-  cudaStream_t get() const { return stream_; }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  Handle handle_ = nullptr;
 };
 
-// A CUDA event without timing, destroyed with the owner.
-class CudaEvent {
- public:
-  CudaEvent() = default;
-  explicit CudaEvent(cudaEvent_t e) : event_(e) {}
-  CudaEvent(CudaEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-  CudaEvent& operator=(CudaEvent&& o) noexcept {
-    std::swap(event_, o.event_);
-    return *this;
-  }
-  ~CudaEvent() {
-    if (event_ != nullptr) cudaEventDestroy(event_);
-  }
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-// Device memory from cudaMalloc, freed with the owner.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(void* p) : ptr_(p) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
+// A non-blocking CUDA stream.
+using CudaStream = UniqueHandle<cudaStream_t, cudaStreamDestroy>;
+// A CUDA event without timing.
+using CudaEvent = UniqueHandle<cudaEvent_t, cudaEventDestroy>;
+// Device memory from cudaMalloc.
+using DeviceBuffer = UniqueHandle<void*, cudaFree>;
 // A CUDA memory pool for stream-ordered allocation (cudaMallocFromPoolAsync / cudaFreeAsync:
-// no device-wide synchronisation, unlike cudaMalloc / cudaFree), destroyed with the owner
-// (its memory is released once the last stream-ordered free has run).
-class CudaMemPool {
- public:
-  CudaMemPool() = default;
-  explicit CudaMemPool(cudaMemPool_t p) : pool_(p) {}
-  CudaMemPool(CudaMemPool&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)) {}
-  CudaMemPool& operator=(CudaMemPool&& o) noexcept {
-    std::swap(pool_, o.pool_);
-    return *this;
-  }
-  ~CudaMemPool() {
-    if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
-  }
-  cudaMemPool_t get() const { return pool_; }
-
- private:
-  cudaMemPool_t pool_ = nullptr;
-};
-
+// no device-wide synchronisation, unlike cudaMalloc / cudaFree); its memory is released once
+// the last stream-ordered free has run.
+using CudaMemPool = UniqueHandle<cudaMemPool_t, cudaMemPoolDestroy>;
 // An NCCL communicator, always released with ncclCommAbort (also at a healthy generation
-// switch): ncclCommDestroy would wait for operations that may never finish, and the graceful
-// ncclCommFinalize is not used.
-class NcclComm {
- public:
-  NcclComm() = default;
-  explicit NcclComm(ncclComm_t c) : comm_(c) {}
-  NcclComm(NcclComm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
-  NcclComm& operator=(NcclComm&& o) noexcept {
-    std::swap(comm_, o.comm_);
-    return *this;
-  }
-  ~NcclComm() { Abort(); }
-  ncclComm_t get() const { return comm_; }
-  // Idempotent; used on timeouts and errors and by the destructor.
-  void Abort() {
-    if (comm_ != nullptr) ncclCommAbort(comm_);
-    comm_ = nullptr;
-  }
-
- private:
-  ncclComm_t comm_ = nullptr;
-};
+// switch; reset() on timeouts and errors): ncclCommDestroy would wait for operations that may
+// never finish, and the graceful ncclCommFinalize is not used.
+using NcclComm = UniqueHandle<ncclComm_t, ncclCommAbort>;
 
 }  // namespace retort::collectives::nccl

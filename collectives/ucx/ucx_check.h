@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "collectives/native_check.h"
 #include "common/status.h"
 
 namespace retort::collectives::ucx {
@@ -13,13 +14,10 @@ namespace retort::collectives::ucx {
 // Peer and transport failures map to UNAVAILABLE, timeouts to DEADLINE_EXCEEDED, the rest to
 // INTERNAL.
 Status UcxError(ucs_status_t status, const std::string& what, const char* file, int line);
+inline bool UcxFailed(ucs_status_t status) { return status != UCS_OK; }
 
 }  // namespace retort::collectives::ucx
 
-#define UCX_CHECK(expr, what)                                                                   \
-  do {                                                                                          \
-    ucs_status_t ucx_check_status_ = (expr);                                                    \
-    if (ucx_check_status_ != UCS_OK) {                                                          \
-      return ::retort::collectives::ucx::UcxError(ucx_check_status_, what, __FILE__, __LINE__); \
-    }                                                                                           \
-  } while (0)
+#define UCX_CHECK(expr, what)                                                    \
+  RETORT_NATIVE_CHECK(ucs_status_t, expr, ::retort::collectives::ucx::UcxFailed, \
+                      ::retort::collectives::ucx::UcxError, what)

@@ -2,14 +2,14 @@
 
 #include <cstdlib>
 
+#include "collectives/types.h"
 #include "collectives/ucx/ucx_check.h"
 #include "common/logging.h"
 
 namespace retort::collectives::ucx {
 
 Status UcxError(ucs_status_t status, const std::string& what, const char* file, int line) {
-  std::string message =
-      what + ": " + ucs_status_string(status) + " (" + file + ":" + std::to_string(line) + ")";
+  const std::string message = NativeErrorMessage(what, ucs_status_string(status), file, line);
   switch (status) {
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_ENDPOINT_TIMEOUT:

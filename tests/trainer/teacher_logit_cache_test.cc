@@ -22,7 +22,21 @@ TEST(TeacherLogitCacheTest, FullTopKReproducesTheTeacherDistribution) {
   const double direct = KdLoss(student, teacher, b.labels, {0.9, 2.0}).total.item<double>();
   EXPECT_NEAR(cached, direct, 1e-5 * std::abs(direct));
   EXPECT_FALSE((*cache)->Lookup(b, 3.0).has_value());  // another temperature
-  EXPECT_EQ((*cache)->hits(), 1);
+  const TeacherLogitCache::Counts counts = (*cache)->counts();
+  EXPECT_EQ(counts.hits, 1);
+  EXPECT_EQ(counts.misses, 2);  // before the insert, and at another temperature
+  EXPECT_EQ(counts.dropped, 0);
+}
+
+TEST(TeacherLogitCacheTest, SamplesBeyondTheCapacityAreDroppedAndCounted) {
+  auto cache = TeacherLogitCache::Create(10, 10, 2.0, 4);
+  ASSERT_TRUE(cache.ok());
+  Batch b = test::SyntheticBatch(6, 1, 8, 10, 3);
+  ASSERT_TRUE((*cache)->Insert(b, torch::randn({6, 10})).ok());
+  EXPECT_EQ((*cache)->size(), 4);
+  EXPECT_EQ((*cache)->counts().dropped, 2);
+  EXPECT_FALSE((*cache)->Lookup(b, 2.0).has_value());  // two samples are missing
+  EXPECT_EQ((*cache)->counts().misses, 1);
 }
 
 TEST(TeacherLogitCacheTest, TopKProbabilitiesExactAndResidualSpreadEvenly) {

@@ -71,15 +71,21 @@ StatusOr<ImageInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
   return ImageInfo{ImageFormat::kJpeg, width, height};
 }
 
+// Starts libpng's simplified read of `data` into `image` (reset first); DATA_LOSS naming
+// libpng's reason when the header is corrupt (the image is freed then). On success the caller
+// frees `image` with png_image_free or finishes the read.
+Status BeginPngRead(const uint8_t* data, size_t size, png_image* image) {
+  std::memset(image, 0, sizeof(*image));
+  image->version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(image, data, size) != 0) return Status::Ok();
+  std::string message = image->message;
+  png_image_free(image);
+  return DataLossError("corrupt PNG header: " + message);
+}
+
 StatusOr<ImageInfo> ReadPngInfo(const uint8_t* data, size_t size) {
   png_image image;
-  std::memset(&image, 0, sizeof(image));
-  image.version = PNG_IMAGE_VERSION;
-  if (png_image_begin_read_from_memory(&image, data, size) == 0) {
-    std::string message = image.message;
-    png_image_free(&image);
-    return DataLossError("corrupt PNG header: " + message);
-  }
+  RETORT_RETURN_IF_ERROR(BeginPngRead(data, size, &image));
   ImageInfo info{ImageFormat::kPng, static_cast<int>(image.width), static_cast<int>(image.height)};
   png_image_free(&image);
   return info;
@@ -228,13 +234,7 @@ bool TurboJpegScale(int jpeg_width, int jpeg_height, int width, int height, int*
 
 StatusOr<DecodedImage> DecodePng(const uint8_t* data, size_t size) {
   png_image png;
-  std::memset(&png, 0, sizeof(png));
-  png.version = PNG_IMAGE_VERSION;
-  if (png_image_begin_read_from_memory(&png, data, size) == 0) {
-    std::string message = png.message;
-    png_image_free(&png);
-    return DataLossError("corrupt PNG header: " + message);
-  }
+  RETORT_RETURN_IF_ERROR(BeginPngRead(data, size, &png));
   // Images with transparency are read as RGBA and the alpha channel is dropped without
   // compositing, which is what PIL's convert("RGB") (torchvision's ImageFolder loader) does.
   const bool has_alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
@@ -269,6 +269,21 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   return ImageFormat::kUnknown;
 }
 
+namespace {
+
+Status NotAnImageError(size_t size) {
+  return DataLossError("not a JPEG or PNG image (unrecognised leading bytes, " +
+                       std::to_string(size) + " bytes)");
+}
+
+// The JPEG decoder's scale factors (1/downscale).
+Status CheckDownscale(int downscale) {
+  if (downscale == 1 || downscale == 2 || downscale == 4 || downscale == 8) return Status::Ok();
+  return InvalidArgumentError("downscale must be 1, 2, 4 or 8, got " + std::to_string(downscale));
+}
+
+}  // namespace
+
 StatusOr<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
   switch (SniffImageFormat(data, size)) {
     case ImageFormat::kJpeg:
@@ -278,8 +293,7 @@ StatusOr<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
     case ImageFormat::kUnknown:
       break;
   }
-  return DataLossError("not a JPEG or PNG image (unrecognised leading bytes, " +
-                       std::to_string(size) + " bytes)");
+  return NotAnImageError(size);
 }
 
 int ScaledJpegDimension(int dimension, int downscale) {
@@ -288,9 +302,7 @@ int ScaledJpegDimension(int dimension, int downscale) {
 }
 
 StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downscale) {
-  if (downscale != 1 && downscale != 2 && downscale != 4 && downscale != 8) {
-    return InvalidArgumentError("downscale must be 1, 2, 4 or 8, got " + std::to_string(downscale));
-  }
+  RETORT_RETURN_IF_ERROR(CheckDownscale(downscale));
   switch (SniffImageFormat(data, size)) {
     case ImageFormat::kJpeg:
       return DecodeJpeg(data, size, downscale);
@@ -299,15 +311,12 @@ StatusOr<DecodedImage> DecodeImage(const uint8_t* data, size_t size, int downsca
     case ImageFormat::kUnknown:
       break;
   }
-  return DataLossError("not a JPEG or PNG image (unrecognised leading bytes, " +
-                       std::to_string(size) + " bytes)");
+  return NotAnImageError(size);
 }
 
 StatusOr<DecodedImage> DecodeJpegRegion(const uint8_t* data, size_t size, int downscale,
                                         const CropBox& wanted, CropBox* decoded) {
-  if (downscale != 1 && downscale != 2 && downscale != 4 && downscale != 8) {
-    return InvalidArgumentError("downscale must be 1, 2, 4 or 8, got " + std::to_string(downscale));
-  }
+  RETORT_RETURN_IF_ERROR(CheckDownscale(downscale));
   // The header through TurboJPEG first: its errors (and the thread handle's reset) are
   // DecodeJpeg's.
   RETORT_ASSIGN_OR_RETURN(ImageInfo info, ReadJpegInfo(data, size));
