@@ -14,7 +14,9 @@ Status Coordinator::CheckInGenerationLocked(const std::string& member_id, const 
 }
 
 Status Coordinator::KvPut(const v1::KvPutRequest& r) {
+  // Malformed requests are refused before the lock, whoever sends them.
   RETORT_RETURN_IF_ERROR(KvExchange::CheckKey(r.key()));
+  RETORT_RETURN_IF_ERROR(KvExchange::CheckValue(r.value(), options_.max_kv_value_bytes));
   MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckKvCallerLocked(r.member_id(), r.generation(), "kv put"));
   return kv_.Put(r.member_id(), r.key(), r.value(), r.generation());

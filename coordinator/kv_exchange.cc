@@ -8,17 +8,16 @@ Status KvExchange::CheckKey(const std::string& key) {
   return Status::Ok();
 }
 
-Status KvExchange::CheckValue(const std::string& value) const {
-  if (value.size() <= limits_.max_value_bytes) return Status::Ok();
+Status KvExchange::CheckValue(const std::string& value, size_t max_value_bytes) {
+  if (value.size() <= max_value_bytes) return Status::Ok();
   return InvalidArgumentError("value: " + std::to_string(value.size()) +
-                              " bytes exceeds the limit of " +
-                              std::to_string(limits_.max_value_bytes));
+                              " bytes exceeds the limit of " + std::to_string(max_value_bytes));
 }
 
 Status KvExchange::Put(const std::string& member_id, const std::string& key,
                        const std::string& value, uint64_t generation) {
   RETORT_RETURN_IF_ERROR(CheckKey(key));
-  RETORT_RETURN_IF_ERROR(CheckValue(value));
+  RETORT_RETURN_IF_ERROR(CheckValue(value, limits_.max_value_bytes));
   auto it = entries_.find(key);
   if (it == entries_.end() && entries_.size() >= limits_.max_keys)
     return ResourceExhaustedError("too many keys in generation " + std::to_string(generation));

@@ -31,7 +31,7 @@ class KvExchange {
   // INVALID_ARGUMENT for an empty or over-long key or an over-long value: checks that need no
   // state, so callers run them before taking their lock.
   static Status CheckKey(const std::string& key);
-  Status CheckValue(const std::string& value) const;
+  static Status CheckValue(const std::string& value, size_t max_value_bytes);
 
   // Puts `value` under `key` for `member_id`, replacing what was there (whose bytes then stop
   // counting against its owner). RESOURCE_EXHAUSTED, changing nothing, when the put would
