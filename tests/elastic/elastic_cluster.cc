@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -122,17 +123,28 @@ MetricsFile ReadMetrics(const std::string& path) {
   return m;
 }
 
+std::string ReferenceBuildDir() {
+  const char* other = std::getenv("RETORT_REFERENCE_BUILD_DIR");
+  if (other != nullptr && *other != '\0' &&
+      ::access((std::string(other) + "/tools/retort-run").c_str(), X_OK) == 0)
+    return other;
+  std::string own = BinaryPath("");  // "<this build>/"
+  own.pop_back();
+  return own;
+}
+
 std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
   // The reference trains in a world of exactly two from its first step: the first generation
   // waits for both workers, however loaded the machine is when the second one starts.
   const std::string trajectory =
       TrajectoryYaml(job) + "elastic: {min_workers: 2, max_workers: 2}\n";
+  const std::string build_dir = ReferenceBuildDir();
   uint64_t key = Fnv1a(trajectory);
   for (const char* bin : {"tools/retort-worker", "tools/retort-coordinator", "tools/retort-run"})
-    key = Fnv1a(BinaryIdentity(BinaryPath(bin)), key);
+    key = Fnv1a(BinaryIdentity(build_dir + "/" + bin), key);
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key));
-  const std::string cache_dir = BinaryPath("tests/elastic/reference");
+  const std::string cache_dir = build_dir + "/tests/elastic/reference";
   std::filesystem::create_directories(cache_dir);
   const std::string cached = cache_dir + "/" + name + ".losses";
 
@@ -157,7 +169,7 @@ std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
   std::string run_dir = testing::MakeTempDir("retort_elastic_reference");
   std::ofstream(run_dir + "/job.yaml") << trajectory;
   std::string log;
-  int rc = testing::RunCommand({BinaryPath("tools/retort-run"), "--job=" + run_dir + "/job.yaml",
+  int rc = testing::RunCommand({build_dir + "/tools/retort-run", "--job=" + run_dir + "/job.yaml",
                                 "--workers=2", "--output-dir=" + run_dir + "/out",
                                 // The CPU run, also on a GPU machine (scenarios on GPUs compare
                                 // against it).

@@ -70,10 +70,18 @@ struct MetricsMark {
   int64_t step = 0;  // the highest step completed before it (0 when none)
 };
 
+// The build whose binaries compute reference runs: RETORT_REFERENCE_BUILD_DIR when it names a
+// build with tools/retort-run, else this test's own build. The sanitizer suites point it at the
+// plain build (tests/tools/CMakeLists.txt): LibTorch does the arithmetic in both, so their
+// losses are the same numbers (checked bit for bit on both sanitizer builds), and an
+// uninstrumented reference run costs a fraction of an instrumented one.
+std::string ReferenceBuildDir();
+
 // Losses (index i = step i + 1) of an uninterrupted run of the same trajectory by two workers
-// through tools/retort-run. Cached under the build directory, keyed by the trajectory and the
-// binaries' size and modification time, so the scenarios of one build share one reference run.
-// Safe against concurrent test processes (flock). On failure returns empty and sets *error.
+// through ReferenceBuildDir()'s tools/retort-run. Cached under that build directory, keyed by
+// the trajectory and the binaries' size and modification time, so the scenarios of one build
+// (and the sanitizer suites beside it) share one reference run. Safe against concurrent test
+// processes (flock). On failure returns empty and sets *error.
 std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error);
 
 struct MemberView {
