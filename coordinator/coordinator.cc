@@ -155,7 +155,8 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
                             << rpc::JobStateName(state.state());
-    RETORT_RETURN_IF_ERROR(ReconcileCheckpoints(options, &state));
+    RETORT_RETURN_IF_ERROR(ReconcileCheckpoints(CheckpointFiles(options.checkpoint_dir),
+                                                options.restart_from_scratch, &state));
   } else if (loaded.status().code() == StatusCode::kNotFound) {
     if (!job.has_value())
       return InvalidArgumentError("no state in " + options.state_dir +
@@ -205,10 +206,13 @@ Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state,
     : options_(std::move(options)),
       clock_(clock),
       store_(options_.state_dir, options_.state_writer),
+      checkpoint_files_(options_.checkpoint_dir),
       started_(clock->Now()),
       state_(std::move(state)),
       kv_(KvLimits{options_.max_kv_value_bytes, options_.max_kv_keys_per_generation,
-                   options_.max_kv_bytes_per_member, options_.max_kv_bytes_total}) {}
+                   options_.max_kv_bytes_per_member, options_.max_kv_bytes_total}),
+      peer_reports_(PeerReportLimits{options_.max_peer_reports_per_window,
+                                     std::chrono::milliseconds(options_.peer_report_window_ms)}) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -290,7 +294,7 @@ void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& k
   std::string desc = id + " (" + it->second.identity.node() + "/" +
                      std::to_string(it->second.identity.local_rank()) + ")";
   members_.erase(it);
-  sole_holders_.erase(id);
+  peer_reports_.Forget(id);
   MarkMembershipChangedLocked();
   EmitLocked(kind, desc + ": " + why, id);
   if (pending_checkpoint_) AbortPendingCheckpointLocked("member " + id + " left");

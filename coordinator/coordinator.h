@@ -20,9 +20,11 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "coordinator/checkpoint_files.h"
 #include "coordinator/coordinator_observer.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/kv_exchange.h"
+#include "coordinator/peer_reports.h"
 #include "coordinator/rejoin_gate.h"
 #include "retort/v1/retort.pb.h"
 
@@ -45,7 +47,7 @@ struct CoordinatorOptions {
   int min_workers = 0;
   int max_workers = 0;
   int64_t shard_alignment = 64;
-  // Abuse limits (kv_exchange.h, coordinator_peer_reports.cc): the key-value store is
+  // Abuse limits (kv_exchange.h, peer_reports.h): the key-value store is
   // bounded per member and in total (keys + values, in bytes) and cleared with its generation.
   size_t max_kv_value_bytes = 1 << 20;
   size_t max_kv_keys_per_generation = 65536;
@@ -189,20 +191,8 @@ class Coordinator {
     int open_watches = 0;
     // Highest generation this member's heartbeats carried: an older one is stale (ABORTED).
     uint64_t heartbeat_generation = 0;
-    // Peer-failure reports: start and count of the current rate window, and the last generation
-    // in which one of this member's reports evicted a peer (one per generation).
-    std::chrono::steady_clock::time_point report_window_start;
-    int reports_in_window = 0;
-    uint64_t report_evicted_generation = 0;
     // Set when the last open generation stream closed; cleared when one opens.
     std::optional<std::chrono::steady_clock::time_point> watch_lost_at;
-  };
-  // A member that holds the only in-memory copy of some optimizer range since a peer-failure
-  // report evicted its ring neighbour in generation `generation`; protected until the next
-  // generation has trained past `until_step` (the survivors replicated again).
-  struct SoleHolder {
-    uint64_t generation = 0;
-    int64_t until_step = 0;
   };
   struct PendingCheckpoint {
     uint64_t id = 0;
@@ -234,11 +224,6 @@ class Coordinator {
   // FAILED_PRECONDITION unless `member_id` has a rank in the current generation.
   Status CheckInGenerationLocked(const std::string& member_id, const char* what) const
       RETORT_REQUIRES(mu_);
-  // Drops the sole-holder protections whose survivors have replicated again.
-  void ExpireSoleHoldersLocked() RETORT_REQUIRES(mu_);
-  // After a report evicted `target` (rank in the current generation): its ring neighbours now
-  // hold the only in-memory copy of their ranges.
-  void ProtectRingNeighboursLocked(const std::string& target) RETORT_REQUIRES(mu_);
   Status CheckGenerationLocked(uint64_t generation, const char* what) const RETORT_REQUIRES(mu_);
   // A member's reported parameter count: valid, and the job's once the job has one.
   Status CheckParameterCountLocked(int64_t count) const RETORT_REQUIRES(mu_);
@@ -263,15 +248,10 @@ class Coordinator {
   // (node, local rank) of every member.
   std::set<RejoinGate::Place> MemberPlacesLocked() const RETORT_REQUIRES(mu_);
 
-  // Startup (Create): checks the committed checkpoints state.json lists, drops unusable ones
-  // (falling back to the newest usable one) and refuses to start when none is usable, unless
-  // options.restart_from_scratch. Removes uncommitted checkpoint directories and temp files.
-  static Status ReconcileCheckpoints(const CoordinatorOptions& options,
-                                     v1::CoordinatorState* state);
-
   const CoordinatorOptions options_;
   const Clock* const clock_;
   JobStateFile store_;
+  const CheckpointFiles checkpoint_files_;  // options_.checkpoint_dir; stateless (no lock)
   const std::chrono::steady_clock::time_point started_;
 
   mutable Mutex mu_;
@@ -285,10 +265,7 @@ class Coordinator {
   KvExchange kv_ RETORT_GUARDED_BY(mu_);  // current generation's
   std::optional<PendingCheckpoint> pending_checkpoint_ RETORT_GUARDED_BY(mu_);
   // Peer-failure reports (coordinator_peer_reports.cc).
-  std::map<std::string, SoleHolder> sole_holders_ RETORT_GUARDED_BY(mu_);  // by member id
-  // Reporters of each target in generation reports_generation_ (a protected target needs two).
-  std::map<std::string, std::set<std::string>> reports_against_ RETORT_GUARDED_BY(mu_);
-  uint64_t reports_generation_ RETORT_GUARDED_BY(mu_) = 0;
+  PeerReports peer_reports_ RETORT_GUARDED_BY(mu_);
   // Generation streams of ids that are not members.
   int anonymous_watches_ RETORT_GUARDED_BY(mu_) = 0;
   // Step of the last periodic checkpoint started (committed or not): a failed one is not

@@ -1,142 +1,18 @@
 // Coordinated checkpoints: the coordinator names the step, every member of the generation writes
 // its shard and acks with per-file checksums, and the coordinator commits the manifest last
-// (atomically). A checkpoint without a committed manifest does not exist.
-#include <google/protobuf/util/json_util.h>
-#include <sys/stat.h>
-
+// (atomically). A checkpoint without a committed manifest does not exist. What is on disk is
+// CheckpointFiles' (checkpoint_files.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <set>
 #include <system_error>
 
-#include "common/file_util.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
 #include "rpc/job_state.h"
 
 namespace retort::coordinator {
-namespace {
-
-std::string CheckpointDirName(uint64_t id) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "ckpt-%08llu", static_cast<unsigned long long>(id));
-  return buf;
-}
-
-// Deletes an old checkpoint directory. A failure is logged, not fatal: the checkpoint is
-// already out of the committed list, so it no longer exists for restores.
-void RemoveTree(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec)
-    LOG_WARN("coordinator") << "could not delete old checkpoint " << path << ": " << ec.message();
-}
-
-// Why the committed checkpoint `id` cannot be used (empty when it can): its manifest must
-// parse, name this checkpoint, and every file it lists must exist with the recorded size.
-std::string CheckpointProblem(const std::string& checkpoint_dir, uint64_t id) {
-  const std::string dir = checkpoint_dir + "/" + CheckpointDirName(id);
-  const std::string path = dir + "/MANIFEST.json";
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return path + ": " + text.status().message();
-  v1::CheckpointManifest manifest;
-  auto st = google::protobuf::util::JsonStringToMessage(*text, &manifest);
-  if (!st.ok()) return path + " is corrupt: " + std::string(st.message());
-  if (manifest.checkpoint_id() != id)
-    return path + " names checkpoint " + std::to_string(manifest.checkpoint_id());
-  if (manifest.files_size() == 0) return path + " lists no shard file";
-  for (const auto& f : manifest.files()) {
-    struct stat sb;
-    const std::string file = dir + "/" + f.path();
-    if (::stat(file.c_str(), &sb) != 0) return file + " is missing";
-    if (sb.st_size != f.size_bytes())
-      return file + " is " + std::to_string(sb.st_size) + " bytes, the manifest says " +
-             std::to_string(f.size_bytes());
-  }
-  return "";
-}
-
-// Removes what no committed checkpoint needs: directories of checkpoints that never committed
-// (a worker killed mid-write, a disk that filled up) and shard temp files anywhere.
-void RemoveCheckpointDebris(const std::string& checkpoint_dir,
-                            const std::set<std::string>& committed_dirs) {
-  std::error_code ec;
-  std::filesystem::directory_iterator it(checkpoint_dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || !it->is_directory()) continue;
-    if (committed_dirs.count(name) == 0) {
-      LOG_INFO("coordinator") << "removing uncommitted checkpoint directory " << it->path();
-      RemoveTree(it->path().string());
-      continue;
-    }
-    std::error_code ec2;
-    for (std::filesystem::directory_iterator f(it->path(), ec2); !ec2 && f != end;
-         f.increment(ec2)) {
-      if (f->path().filename().string().find(".tmp") == std::string::npos) continue;
-      LOG_INFO("coordinator") << "removing temp file " << f->path();
-      std::filesystem::remove(f->path(), ec2);
-    }
-  }
-}
-
-}  // namespace
-
-Status Coordinator::ReconcileCheckpoints(const CoordinatorOptions& options,
-                                         v1::CoordinatorState* state) {
-  std::set<std::string> committed_dirs;
-  for (uint64_t id : state->committed_checkpoints()) committed_dirs.insert(CheckpointDirName(id));
-  RemoveCheckpointDebris(options.checkpoint_dir, committed_dirs);
-  if (state->committed_checkpoints_size() == 0 && state->last_checkpoint_id() == 0)
-    return Status::Ok();
-  std::vector<uint64_t> listed(state->committed_checkpoints().begin(),
-                               state->committed_checkpoints().end());
-  if (listed.empty()) listed.push_back(state->last_checkpoint_id());
-  std::vector<uint64_t> usable;
-  std::string rejected;
-  for (uint64_t id : listed) {
-    std::string problem = CheckpointProblem(options.checkpoint_dir, id);
-    if (problem.empty()) {
-      usable.push_back(id);
-      continue;
-    }
-    LOG_WARN("coordinator") << "committed checkpoint " << id << " is unusable: " << problem;
-    rejected += "\n  checkpoint " + std::to_string(id) + ": " + problem;
-  }
-  if (usable.empty()) {
-    if (!options.restart_from_scratch)
-      return FailedPreconditionError(
-          "state.json records " + std::to_string(listed.size()) +
-          " committed checkpoint(s) (last at step " +
-          std::to_string(state->last_checkpoint_step()) + ") and none can be used:" + rejected +
-          "\nRefusing to start the job over from step 0; pass --restart-from-scratch to do so.");
-    LOG_WARN("coordinator") << "--restart-from-scratch: forgetting " << listed.size()
-                            << " unusable checkpoint(s); the job starts from step 0";
-    state->clear_committed_checkpoints();
-    state->set_last_checkpoint_id(0);
-    state->set_last_checkpoint_step(0);
-    return Status::Ok();
-  }
-  if (usable.size() == listed.size()) return Status::Ok();
-  // Fall back to the newest usable one; its step comes from its manifest.
-  state->clear_committed_checkpoints();
-  for (uint64_t id : usable) state->add_committed_checkpoints(id);
-  const uint64_t newest = usable.back();
-  auto text =
-      ReadFileToString(options.checkpoint_dir + "/" + CheckpointDirName(newest) + "/MANIFEST.json");
-  v1::CheckpointManifest manifest;
-  if (text.ok()) (void)google::protobuf::util::JsonStringToMessage(*text, &manifest);
-  LOG_WARN("coordinator") << "falling back to checkpoint " << newest << " at step "
-                          << manifest.step() << " (newest usable; state.json had checkpoint "
-                          << state->last_checkpoint_id() << " at step "
-                          << state->last_checkpoint_step() << ")";
-  state->set_last_checkpoint_id(newest);
-  state->set_last_checkpoint_step(manifest.step());
-  return Status::Ok();
-}
 
 void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   if (!pending_checkpoint_) return;
@@ -144,10 +20,9 @@ void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   pending_checkpoint_.reset();
   if (options_.observer) options_.observer->OnCheckpointAborted();
   // It can never commit: remove what its writers left (shards, temp files). A writer still
-  // busy recreates the directory; the next start removes it (RemoveCheckpointDebris).
+  // busy recreates the directory; the next start removes it (CheckpointFiles::RemoveDebris).
   std::error_code ec;
-  const std::string dir = options_.checkpoint_dir + "/" + CheckpointDirName(id);
-  if (std::filesystem::exists(dir, ec)) RemoveTree(dir);
+  if (std::filesystem::exists(checkpoint_files_.Dir(id), ec)) checkpoint_files_.Remove(id);
   EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
 }
 
@@ -252,7 +127,7 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
   v1::BeginCheckpointResponse resp;
   resp.set_checkpoint_id(pending_checkpoint_->id);
   resp.set_step(pending_checkpoint_->step);
-  resp.set_dir(options_.checkpoint_dir + "/" + CheckpointDirName(pending_checkpoint_->id));
+  resp.set_dir(checkpoint_files_.Dir(pending_checkpoint_->id));
   return resp;
 }
 
@@ -289,7 +164,6 @@ StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckChec
 
 Status Coordinator::CommitCheckpointLocked() {
   const PendingCheckpoint& p = *pending_checkpoint_;
-  std::string dir = options_.checkpoint_dir + "/" + CheckpointDirName(p.id);
   v1::CheckpointManifest manifest;
   manifest.set_checkpoint_id(p.id);
   manifest.set_step(p.step);
@@ -299,12 +173,8 @@ Status Coordinator::CommitCheckpointLocked() {
   *manifest.mutable_job() = state_.job();
   int64_t epoch = 0, bytes = 0;
   for (const auto& [id, files] : p.acks) {
+    RETORT_RETURN_IF_ERROR(checkpoint_files_.CheckFiles(p.id, files));
     for (const auto& f : files) {
-      struct stat st;
-      std::string path = dir + "/" + f.path();
-      if (::stat(path.c_str(), &st) != 0 || st.st_size != f.size_bytes())
-        return DataLossError("checkpoint file " + path + " is missing or not " +
-                             std::to_string(f.size_bytes()) + " bytes");
       *manifest.add_files() = f;
       bytes += f.size_bytes();
     }
@@ -314,13 +184,7 @@ Status Coordinator::CommitCheckpointLocked() {
   manifest.set_committed_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
-  std::string json;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  opts.add_whitespace = true;
-  (void)google::protobuf::util::MessageToJsonString(manifest, &json, opts);
-  RETORT_RETURN_IF_ERROR(MakeDirectories(dir));
-  RETORT_RETURN_IF_ERROR(WriteFileAtomically(dir + "/MANIFEST.json", json));
+  RETORT_RETURN_IF_ERROR(checkpoint_files_.WriteManifest(manifest));
   state_.set_last_checkpoint_id(p.id);
   state_.set_last_checkpoint_step(p.step);
   state_.add_committed_checkpoints(p.id);
@@ -330,7 +194,7 @@ Status Coordinator::CommitCheckpointLocked() {
     state_.mutable_committed_checkpoints()->erase(state_.mutable_committed_checkpoints()->begin());
   }
   RETORT_RETURN_IF_ERROR(PersistLocked());
-  for (uint64_t id : dropped) RemoveTree(options_.checkpoint_dir + "/" + CheckpointDirName(id));
+  for (uint64_t id : dropped) checkpoint_files_.Remove(id);
   uint64_t id = p.id;
   int64_t step = p.step;
   pending_checkpoint_.reset();
@@ -354,24 +218,16 @@ StatusOr<v1::GetCheckpointResponse> Coordinator::GetCheckpoint(const v1::GetChec
   if (id == 0) return resp;
   std::error_code ec;
   std::string dir =
-      std::filesystem::absolute(options_.checkpoint_dir + "/" + CheckpointDirName(id), ec)
-          .lexically_normal()
-          .string();
-  if (ec) dir = options_.checkpoint_dir + "/" + CheckpointDirName(id);
-  std::string path = dir + "/MANIFEST.json";
-  auto text = ReadFileToString(path);
-  // Asked for the latest (checkpoint_id 0): an unreadable newest manifest still lists the
-  // committed ids, so the caller falls back to an older one instead of starting over.
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound || r.checkpoint_id() == 0) return resp;
-    return text.status();
+      std::filesystem::absolute(checkpoint_files_.Dir(id), ec).lexically_normal().string();
+  if (ec) dir = checkpoint_files_.Dir(id);
+  auto manifest = checkpoint_files_.ReadManifest(id);
+  // Asked for the latest (checkpoint_id 0): an unreadable or corrupt newest manifest still
+  // lists the committed ids, so the caller falls back to an older one instead of starting over.
+  if (!manifest.ok()) {
+    if (manifest.status().code() == StatusCode::kNotFound || r.checkpoint_id() == 0) return resp;
+    return manifest.status();
   }
-  auto st = google::protobuf::util::JsonStringToMessage(*text, resp.mutable_manifest());
-  if (!st.ok()) {
-    resp.clear_manifest();
-    if (r.checkpoint_id() == 0) return resp;
-    return DataLossError("manifest " + path + " is corrupt: " + std::string(st.message()));
-  }
+  *resp.mutable_manifest() = std::move(manifest).value();
   resp.set_found(true);
   resp.set_dir(dir);
   return resp;

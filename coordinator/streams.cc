@@ -19,8 +19,8 @@ GenerationStream::GenerationStream(Coordinator* coordinator, std::string member_
     FinishOnceLocked(ToGrpcStatus(kind.status()));
     return;
   }
-  registered_ = true;
   kind_ = *kind;
+  MarkRegistered();
   coordinator_->SubscribeGenerations(this);
 }
 
@@ -46,7 +46,7 @@ void GenerationStream::OnWriteDone(bool ok) {
 }
 
 void GenerationStream::OnDone() {
-  if (registered_) {
+  if (WasRegistered()) {
     coordinator_->UnsubscribeGenerations(this);
     // No stream lock held: lock order is coordinator first.
     coordinator_->WatchClosed(member_id_, kind_);
@@ -74,7 +74,7 @@ EventStream::EventStream(Coordinator* coordinator, ServiceGuards* guards, const 
     FinishOnceLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
     return;
   }
-  registered_ = true;
+  MarkRegistered();
   coordinator_->SubscribeEvents(this);
 }
 
@@ -104,7 +104,7 @@ void EventStream::OnWriteDone(bool ok) {
 }
 
 void EventStream::OnDone() {
-  if (registered_) {
+  if (WasRegistered()) {
     coordinator_->UnsubscribeEvents(this);
     guards_->ReleaseEventStream(host_);
   }

@@ -40,8 +40,25 @@ class WriteStream : public grpc::ServerWriteReactor<Message> {
     return ok;
   }
 
+  // The constructor's last step when the coordinator counted the stream (it must then be
+  // uncounted in OnDone).
+  void MarkRegistered() RETORT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    registered_ = true;
+  }
+  // OnDone's first step. Taking mu_ orders every write the constructor made before its last
+  // unlock of mu_ (MarkRegistered, or FinishOnceLocked for a refused stream) before this gRPC
+  // thread's reads: gRPC hands the reactor over inside libgrpc, which ThreadSanitizer cannot see.
+  bool WasRegistered() RETORT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return registered_;
+  }
+
   Mutex mu_;
   bool finished_ RETORT_GUARDED_BY(mu_) = false;
+
+ private:
+  bool registered_ RETORT_GUARDED_BY(mu_) = false;
 };
 
 // Sends generations newer than `after`; when the client is slow, intermediate generations are
@@ -63,8 +80,7 @@ class GenerationStream final : public WriteStream<v1::Generation>, public Genera
 
   Coordinator* const coordinator_;
   const std::string member_id_;
-  // Set once in the constructor: whether the coordinator counted this stream, and how.
-  bool registered_ = false;
+  // Set once in the constructor, before MarkRegistered: how the coordinator counted the stream.
   Coordinator::WatchKind kind_ = Coordinator::WatchKind::kOther;
   uint64_t last_sent_ RETORT_GUARDED_BY(mu_);
   std::shared_ptr<const v1::Generation> pending_ RETORT_GUARDED_BY(mu_);
@@ -94,7 +110,6 @@ class EventStream final : public WriteStream<v1::Event>, public EventListener {
   Coordinator* const coordinator_;
   ServiceGuards* const guards_;
   const std::string host_;
-  bool registered_ = false;                             // set once in the constructor
   std::deque<v1::Event> queue_ RETORT_GUARDED_BY(mu_);  // front is in flight while writing_
   bool writing_ RETORT_GUARDED_BY(mu_) = false;
 };

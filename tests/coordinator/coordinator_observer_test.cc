@@ -57,7 +57,7 @@ TEST_F(ObservedCoordinatorTest, SilentMemberIsAHeartbeatTimeoutThenARecovery) {
 TEST_F(ObservedCoordinatorTest, ClosedStreamIsDisconnectedAndPeerReportIsPeerFailure) {
   auto a = JoinOk("n0", 0), b = JoinOk("n1", 0), c = JoinOk("n2", 0);
   Settle();
-  c_->WatchOpened(b);
+  ASSERT_TRUE(c_->WatchOpened(b).ok());
   c_->WatchClosed(b);
   clock_.Advance(milliseconds(opts_.disconnect_grace_ms + 1));
   c_->Tick();
