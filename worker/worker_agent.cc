@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "common/backoff.h"
 #include "common/backoff_policies.h"
@@ -10,6 +11,7 @@
 #include "common/logging.h"
 #include "common/retry.h"
 #include "rpc/job_state.h"
+#include "worker/generation_follower.h"
 #include "worker/job_failure.h"
 
 namespace retort::worker {
@@ -173,6 +175,12 @@ Status WorkerAgent::JoinWithBackoff(bool rejoin) {
         (resp->has_failure() ? " (" + resp->failure().message().substr(0, 512) + ")" : ""));
   }
   member_id_ = resp->member_id();
+  // A re-join: the stream open under the old id is reopened under the new one, and a
+  // generation it delivered meanwhile is judged again under the new id (GenerationFollower).
+  if (rejoin && watch_ != nullptr) {
+    rejoined_ = true;
+    watch_->Cancel();
+  }
   job_ = resp->job();
   heartbeat_interval_ms_ = resp->heartbeat_interval_ms() > 0 ? resp->heartbeat_interval_ms() : 1000;
   LOG_INFO("worker") << "joined " << client_->address() << " as " << member_id_ << " (job '"
@@ -190,20 +198,21 @@ Status WorkerAgent::JoinWithBackoff(bool rejoin) {
 
 void WorkerAgent::WatchLoop() {
   Backoff backoff = backoff_policies::kWatchReconnect.Make();
+  GenerationFollower follower;
   while (true) {
     std::unique_ptr<CoordinatorClient::GenerationWatch> watch;
     {
       MutexLock lock(mu_);
       if (stop_) return;
-      watch = client_->WatchGenerations(member_id_, generation_.load());
+      watch = client_->WatchGenerations(member_id_, follower.ResumeAfter(member_id_));
       watch_ = watch.get();
     }
     v1::Generation gen;
     while (watch->Read(&gen)) {
       backoff.Reset();
-      if (gen.number() <= generation_.load()) continue;
+      const std::string me = member_id();
+      if (!follower.Accept(gen.number(), me)) continue;
       generation_ = gen.number();
-      std::string me = member_id();
       int rank = -1;
       for (const auto& m : gen.members())
         if (m.member_id() == me) rank = m.rank();
@@ -212,14 +221,17 @@ void WorkerAgent::WatchLoop() {
                          << " state=" << gen.state();
       if (handler_) handler_->OnGeneration(gen, me, rank);
     }
+    bool rejoined;
     {
       MutexLock lock(mu_);
       watch_ = nullptr;
       if (stop_) return;
+      rejoined = std::exchange(rejoined_, false);
     }
     Status s = watch->Finish();
     LOG_DEBUG("worker") << "generation stream ended: " << s;
-    if (!SleepUnlessStopped(backoff.Next())) return;
+    // Reopened at once after a re-join (JoinWithBackoff cancelled it), after a backoff otherwise.
+    if (!rejoined && !SleepUnlessStopped(backoff.Next())) return;
   }
 }
 

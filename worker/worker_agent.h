@@ -108,6 +108,8 @@ class WorkerAgent {
   std::optional<v1::JobFailure> failure_ RETORT_GUARDED_BY(mu_);
   v1::JobState ended_state_ RETORT_GUARDED_BY(mu_) = v1::JOB_STATE_UNSPECIFIED;
   CoordinatorClient::GenerationWatch* watch_ RETORT_GUARDED_BY(mu_) = nullptr;
+  // Set with the cancel of watch_ after a re-join: the watch thread reopens the stream at once.
+  bool rejoined_ RETORT_GUARDED_BY(mu_) = false;
 
   std::atomic<uint64_t> generation_{0};
   v1::JobSpec job_;  // written once by Run() before the watch thread starts

@@ -1,6 +1,6 @@
 // The worker's control-plane agent against a coordinator in this process: join, generations to
-// the handler, a clean leave on stop, a setup failure, and a recurring failure that fails the
-// job through the agent's Leave.
+// the handler, a clean leave on stop, a setup failure, a recurring failure that fails the job
+// through the agent's Leave, and an evicted worker's re-join.
 #include "worker/worker_agent.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +35,11 @@ class RecordingHandler : public GenerationHandler {
   void OnLeaving(const std::string& reason, Deadline) override {
     std::lock_guard<std::mutex> lock(mu);
     leaving_reason = reason;
+  }
+  // Whether the newest generation handed over ranks this worker as `member_id`.
+  bool NewestRanks(const std::string& member_id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return !ranks.empty() && ranks.back() >= 0 && last_member_id == member_id;
   }
   bool RankedInSomeGeneration() {
     std::lock_guard<std::mutex> lock(mu);
@@ -154,6 +159,46 @@ TEST_F(WorkerAgentTest, FailJobFailsTheJobOnceWithTheFirstError) {
   EXPECT_EQ(status.failure().message(), first.message());
   EXPECT_EQ(status.failure().member_id(), run.handler().last_member_id);
   EXPECT_EQ(status.failure().node(), "n0");
+}
+
+// An evicted worker re-joins under a new member id. The generation its re-join forms may reach
+// it on the stream opened under the old id before the new id does (it then has no rank there);
+// it must still end up ranked under its new id, or its peers would wait for it for ever.
+TEST_F(WorkerAgentTest, AnEvictedWorkerReJoinsAndIsRankedUnderItsNewId) {
+  CoordinatorClient client_b(server_.address(), 5000);
+  WorkerOptions options_b = options_;
+  options_b.identity.set_node("n1");
+  RunningAgent a(options_, client_.get());
+  ASSERT_TRUE(a.WaitUntilRanked());
+  RunningAgent b(options_b, &client_b);
+  coordinator::Coordinator& coord = server_.coordinator();
+  const auto world = [&] {
+    auto g = coord.CurrentGeneration();
+    return g ? g->members_size() : 0;
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return world() == 2 && b.handler().NewestRanks(b.agent().member_id()); },
+      milliseconds(10000)))
+      << "the two workers never trained in one generation";
+  const std::string evicted = b.agent().member_id();
+  v1::PeerFailureReport report;
+  report.set_member_id(a.agent().member_id());
+  report.set_generation(coord.CurrentGeneration()->number());
+  report.set_failed_member_id(evicted);
+  report.set_detail("test: evicted on purpose");
+  auto answer = coord.ReportPeerFailure(report);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_TRUE(answer->evicted());
+  std::string rejoined;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        rejoined = b.agent().member_id();
+        return rejoined != evicted && b.handler().NewestRanks(rejoined) && world() == 2;
+      },
+      milliseconds(15000)))
+      << "worker b (" << evicted << ", then " << rejoined
+      << ") was not ranked under its new id in a generation of two";
+  EXPECT_EQ(b.handler().joins.load(), 2);
 }
 
 }  // namespace
