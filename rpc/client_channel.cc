@@ -61,10 +61,16 @@ std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Reconnect quickly after a coordinator restart.
+  // Reconnect quickly after a coordinator restart: a refused connection is tried again after
+  // 100 ms, growing to 1 s.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC's name for the least time one connection attempt (TCP, TLS handshake, HTTP/2 SETTINGS)
+  // gets before it is abandoned; the attempt's deadline is the later of this and the next
+  // backoff. At 100 ms, attempts got at most ~1 s: a worker starting on a loaded node (its own
+  // start-up work competing with gRPC's threads) timed out every mutual-TLS handshake and never
+  // joined ("connection attempt timed out before receiving SETTINGS frame", CI, Nov 29).
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 3000);
   return grpc::CreateCustomChannel(address, MakeChannelCredentials(security), args);
 }
 
