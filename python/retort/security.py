@@ -25,7 +25,8 @@ CHANNEL_OPTIONS: Sequence[tuple[str, int]] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    # The least time one connection attempt gets (see rpc/client_channel.cc).
+    ("grpc.min_reconnect_backoff_ms", 3000),
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
 
