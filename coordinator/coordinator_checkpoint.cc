@@ -21,8 +21,7 @@ void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
   if (options_.observer) options_.observer->OnCheckpointAborted();
   // It can never commit: remove what its writers left (shards, temp files). A writer still
   // busy recreates the directory; the next start removes it (CheckpointFiles::RemoveDebris).
-  std::error_code ec;
-  if (std::filesystem::exists(checkpoint_files_.Dir(id), ec)) checkpoint_files_.Remove(id);
+  checkpoint_files_.Remove(id);
   EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
 }
 

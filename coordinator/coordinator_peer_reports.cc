@@ -39,11 +39,9 @@ StatusOr<v1::PeerFailureResponse> Coordinator::ReportPeerFailure(const v1::PeerF
       .step = MaxMemberStepLocked(),
       .replicate_every_steps = state_.job().checkpoint().replicate_every_steps()};
   for (const auto& m : generation_->members())
-    if (m.rank() >= 0 && m.rank() < generation_->members_size())
+    if (m.rank() >= 0 && m.rank() < generation_->members_size() && members_.count(m.member_id()))
       g.by_rank[static_cast<size_t>(m.rank())] = m.member_id();
-  std::set<std::string> members;
-  for (const auto& [id, record] : members_) members.insert(id);
-  RETORT_RETURN_IF_ERROR(peer_reports_.Decide(r.member_id(), target, g, members));
+  RETORT_RETURN_IF_ERROR(peer_reports_.Decide(r.member_id(), target, g));
   NoteLossLocked("peer_failure", true);
   RemoveMemberLocked(target, "member_evicted",
                      "reported failed by " + r.member_id() + ": " + r.detail());

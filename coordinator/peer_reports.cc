@@ -20,7 +20,7 @@ Status PeerReports::Count(const std::string& reporter, Time now) {
 }
 
 Status PeerReports::Decide(const std::string& reporter, const std::string& target,
-                           const Generation& g, const std::set<std::string>& members) {
+                           const Generation& g) {
   Reporter& r = reporters_[reporter];
   if (r.evicted_generation == g.number)
     return ResourceExhaustedError(reporter + " already had a peer evicted in generation " +
@@ -42,7 +42,7 @@ Status PeerReports::Decide(const std::string& reporter, const std::string& targe
           "member's report, or its own missed heartbeats or closed stream, will)");
   }
   r.evicted_generation = g.number;
-  ProtectRingNeighbours(target, g, members);
+  ProtectRingNeighbours(target, g);
   return Status::Ok();
 }
 
@@ -57,8 +57,7 @@ void PeerReports::ExpireSoleHolders(const Generation& g) {
   });
 }
 
-void PeerReports::ProtectRingNeighbours(const std::string& target, const Generation& g,
-                                        const std::set<std::string>& members) {
+void PeerReports::ProtectRingNeighbours(const std::string& target, const Generation& g) {
   const int world = static_cast<int>(g.by_rank.size());
   if (world < 2) return;
   const auto found = std::find(g.by_rank.begin(), g.by_rank.end(), target);
@@ -69,7 +68,7 @@ void PeerReports::ProtectRingNeighbours(const std::string& target, const Generat
   const SoleHolder holder{g.number, g.step + std::max<int64_t>(1, g.replicate_every_steps) + 1};
   for (int delta : {-1, 1}) {
     const std::string& id = g.by_rank[static_cast<size_t>((target_rank + delta + world) % world)];
-    if (!id.empty() && id != target && members.count(id) > 0) sole_holders_[id] = holder;
+    if (!id.empty() && id != target) sole_holders_[id] = holder;
   }
 }
 

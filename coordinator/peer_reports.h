@@ -40,8 +40,9 @@ class PeerReports {
   // nothing, when it already sent max_per_window reports in the current window.
   Status Count(const std::string& reporter, Time now);
 
-  // The generation a report is judged in: its number, its members' ids by rank (the ring), the
-  // highest step its members reached, and the job's replicate_every_steps (0: every step).
+  // The generation a report is judged in: its number, its members' ids by rank (the ring; empty
+  // where that member has left the job since), the highest step its members reached, and the
+  // job's replicate_every_steps (0: every step).
   struct Generation {
     uint64_t number = 0;
     std::vector<std::string> by_rank;
@@ -50,13 +51,12 @@ class PeerReports {
   };
 
   // Whether `reporter`'s report against `target` evicts it. OK: evict; the eviction is recorded
-  // (the reporter's one for this generation) and the target's ring neighbours that are still
-  // `members` become sole holders until a later generation trained past the replicas' next
-  // capture. RESOURCE_EXHAUSTED: the reporter already had a peer evicted in this generation.
+  // (the reporter's one for this generation) and the target's ring neighbours that have not left
+  // become sole holders until a later generation trained past the replicas' next capture.
+  // RESOURCE_EXHAUSTED: the reporter already had a peer evicted in this generation.
   // FAILED_PRECONDITION: the target is a sole holder and this is its first reporter in this
   // generation (the reporter is remembered: a second member's report evicts it).
-  Status Decide(const std::string& reporter, const std::string& target, const Generation& g,
-                const std::set<std::string>& members);
+  Status Decide(const std::string& reporter, const std::string& target, const Generation& g);
 
   // A member left (for any reason): its rate window, its quota and its protection go with it.
   void Forget(const std::string& member);
@@ -79,8 +79,7 @@ class PeerReports {
   };
 
   void ExpireSoleHolders(const Generation& g);
-  void ProtectRingNeighbours(const std::string& target, const Generation& g,
-                             const std::set<std::string>& members);
+  void ProtectRingNeighbours(const std::string& target, const Generation& g);
 
   const PeerReportLimits limits_;
   std::map<std::string, Reporter> reporters_;
