@@ -97,6 +97,10 @@ StatusOr<v1::ControlResponse> Coordinator::Resume() {
   int world = generation_ ? generation_->members_size() : 0;
   SetStateLocked(world >= state_.min_workers() ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_WAITING,
                  "operator");
+  // A generation formed while the job was paused was published paused, and workers start only
+  // a running one (the pause of a running generation is a heartbeat directive instead): form
+  // the next one, published with the state the job resumed to.
+  if (generation_ && generation_->state() != state_.state()) MarkMembershipChangedLocked();
   return Reply("resumed", state_.state());
 }
 

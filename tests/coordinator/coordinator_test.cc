@@ -279,6 +279,34 @@ TEST_F(CoordinatorTest, PauseResumeAndStopLifecycle) {
 }
 
 // Completion is a typed field of the Leave, not a reason text a member could happen to write.
+TEST_F(CoordinatorTest, AGenerationFormedWhilePausedIsFormedAgainRunningOnResume) {
+  // Paused, then scaled down: the generation without the drained member forms paused, and
+  // workers start only a running generation. Resuming must give them one.
+  auto a = JoinOk("n0", 0), b = JoinOk("n0", 1);
+  Settle();
+  ASSERT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_RUNNING);
+  ASSERT_TRUE(c_->Pause().ok());
+  v1::LeaveRequest leave;
+  leave.set_member_id(b);
+  ASSERT_TRUE(c_->Leave(leave).ok());
+  Settle();
+  const uint64_t paused = listener_.seen.back()->number();
+  ASSERT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_PAUSED);
+  ASSERT_EQ(listener_.seen.back()->members_size(), 1);
+  ASSERT_TRUE(c_->Resume().ok());
+  Settle();
+  ASSERT_GT(listener_.seen.back()->number(), paused);
+  EXPECT_EQ(listener_.seen.back()->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(listener_.seen.back()->members(0).member_id(), a);
+
+  // Paused and resumed without a membership change: the running generation goes on.
+  const uint64_t running = listener_.seen.back()->number();
+  ASSERT_TRUE(c_->Pause().ok());
+  ASSERT_TRUE(c_->Resume().ok());
+  Settle();
+  EXPECT_EQ(listener_.seen.back()->number(), running);
+}
+
 TEST_F(CoordinatorTest, OnlyTheJobCompletedFlagCompletesTheJob) {
   const std::string a = JoinOk("n0", 0), b = JoinOk("n0", 1);
   Settle();

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -35,10 +36,22 @@ def test_a_refused_spec_and_a_missing_binary_say_why(tmp_path: pathlib.Path) -> 
 
 def test_the_example_starts_watches_scales_and_reads_the_result(tmp_path: pathlib.Path) -> None:
     example = pathlib.Path(__file__).resolve().parents[2] / "python" / "examples"
-    done = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, str(example / "start_watch_scale.py"), "--workers=2", "--steps=20",
          f"--output-dir={tmp_path / 'out'}", f"--bin-dir={TOOLS}"],
-        capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "scaled down" in done.stdout and "with 1 worker(s)" in done.stdout, done.stdout
-    assert "event generation" in done.stdout, done.stdout
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        # Ctrl-C: the example stops its job (job.stop()), so no launcher or worker outlives
+        # the test; then everything it printed goes into the failure.
+        process.send_signal(signal.SIGINT)
+        try:
+            out, _ = process.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        pytest.fail(f"the example did not finish within 120 s:\n{out}")
+    assert process.returncode == 0, out
+    assert "scaled down" in out and "with 1 worker(s)" in out, out
+    assert "event generation" in out, out
