@@ -35,6 +35,10 @@ void WriteAll(int fd, const char* text, size_t length) {
     ::dup2(output_fd, 2);
   }
   if (options.own_process_group) ::setpgid(0, 0);
+  // A parent may ignore SIGPIPE (retort-run does); the program it starts gets the default.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &default_action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "tools/exit_status.h"
 #include "tools/job_runner.h"
 #include "tools/signals.h"
+#include "tools/stdin_eof_watcher.h"
 
 using namespace retort;
 using std::chrono::milliseconds;
@@ -171,6 +173,7 @@ struct Config {
   std::string job_path;
   int max_restarts = tools::RestartPolicy{}.max_restarts;
   bool print_job = false;
+  bool stop_on_stdin_eof = false;
 };
 
 void RegisterFlags(ArgParser& args, Config* c) {
@@ -204,6 +207,10 @@ void RegisterFlags(ArgParser& args, Config* c) {
                "stop the job once all workers formed a generation");
   args.AddInt("timeout-s", &c->o.timeout_s, "stop the job after this many seconds (0 = no limit)");
   args.AddBool("print-job", &c->print_job, "print the job spec that would run, and exit");
+  args.AddBool("stop-on-stdin-eof", &c->stop_on_stdin_eof,
+               "stop the job (as on SIGTERM) when standard input ends: for a program that "
+               "starts retort-run with a pipe on its standard input, so that the job ends with "
+               "that program however it ends (the Python package does this)");
   args.AddBool("train", &c->o.train, "workers train (--no-train: control plane only)");
   args.AddString("log-level", &c->o.log_level, "log level of the coordinator and workers");
   args.AddBool("tls", &c->o.tls,
@@ -261,6 +268,12 @@ StatusOr<int> Run(Config c) {
   }
   std::atomic<int> interrupts{0};
   tools::TerminationSignalWatcher signal_watcher([&](int) { interrupts++; });
+  std::optional<tools::StdinEofWatcher> stdin_watcher;
+  if (c.stop_on_stdin_eof)
+    stdin_watcher.emplace([&] {
+      std::fprintf(stderr, "retort-run: standard input ended (--stop-on-stdin-eof): stopping\n");
+      interrupts++;
+    });
   if (!c.job_path.empty()) return tools::RunJob(c.o, *job, interrupts);
   return RunDefaultPipeline(c.o, c.o.output_flag, interrupts);
 }
@@ -269,6 +282,9 @@ StatusOr<int> Run(Config c) {
 
 int main(int argc, char** argv) {
   tools::BlockTerminationSignals();
+  // A launcher whose reader is gone (the program that started it was killed) must still stop
+  // its job and reap its processes: its writes then fail instead of ending it.
+  std::signal(SIGPIPE, SIG_IGN);
   // Line-buffered even into a file or pipe: progress and pids appear as they happen.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Config config;

@@ -52,7 +52,10 @@ class LocalJob:
         self._spec_path = spec_path
         self._progress = progress
         (folder / "coordinator.port").unlink(missing_ok=True)
-        self._process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # retort-run --stop-on-stdin-eof holds the other end of this pipe: when this process
+        # ends, however it ends, the pipe closes and the job stops instead of outliving it.
+        self._process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT,
                                          text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read, name="retort-run output", daemon=True)
         self._reader.start()
@@ -105,6 +108,7 @@ class LocalJob:
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"the job in {self.folder} still runs after {timeout} s") from None
         self._reader.join(timeout=10)
+        self._close_stdin()
         self._spec_path.unlink(missing_ok=True)
         if code == _EXIT_USAGE:
             raise JobSpecError(f"retort-run refused the job: {self.last_line}")
@@ -128,7 +132,12 @@ class LocalJob:
                 self._process.kill()
                 self._process.wait()
         self._reader.join(timeout=10)
+        self._close_stdin()
         self._spec_path.unlink(missing_ok=True)
+
+    def _close_stdin(self) -> None:
+        if self._process.stdin is not None and not self._process.stdin.closed:
+            self._process.stdin.close()
 
 
 def start(job: Job, *, workers: int = 1, output_dir: str | os.PathLike[str] | None = None,
@@ -154,7 +163,7 @@ def start(job: Job, *, workers: int = 1, output_dir: str | os.PathLike[str] | No
         f.write(spec.text)
         spec_path = pathlib.Path(f.name)
     args = [str(launcher), f"--job={spec_path}", f"--workers={workers}",
-            f"--output-dir={folder}"]
+            f"--output-dir={folder}", "--stop-on-stdin-eof"]
     if fresh:
         args.append("--fresh")
     if tls:
