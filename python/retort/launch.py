@@ -150,7 +150,8 @@ def start(job: Job, *, workers: int = 1, output_dir: str | os.PathLike[str] | No
     (None: quiet). output_dir: the run folder (default: the job's output_dir, else retort-out,
     as retort-run). fresh: start over instead of resuming an earlier run in that folder.
     tls: mutual TLS between all processes. timeout_s: retort-run stops the job after this
-    long. extra_args: more retort-run flags. The spec is checked first (JobSpecError);
+    long. extra_args: more retort-run flags. The job ends with this Python process, however
+    that ends (retort-run --stop-on-stdin-eof). The spec is checked first (JobSpecError);
     BinaryNotFoundError when retort-run is not built."""
     launcher = binaries.find("retort-run", bin_dir)
     spec = job if isinstance(job, JobSpec) else (

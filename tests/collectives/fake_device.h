@@ -60,9 +60,11 @@ class ThreadCopier final : public DeviceCopier {
   Status Wait(Mark mark, Deadline deadline, const std::function<bool()>& cancelled) override {
     for (;;) {
       {
+        // As a device stream's synchronisation: once the copies up to `mark` are done, with the
+        // first failure among them. (Returning a failure before the later copies ran let an
+        // operation end while a copy still wrote the caller's buffer: ASan, use after free.)
         std::lock_guard<std::mutex> lock(mu_);
-        if (!failure_.ok()) return failure_;
-        if (done_ >= mark) return Status::Ok();
+        if (done_ >= mark) return failure_;
       }
       if (cancelled && cancelled()) return AbortedError("test copier: aborted");
       if (deadline.Expired()) return DeadlineExceededError("test copier: copies did not finish");
