@@ -1,17 +1,16 @@
 #!/usr/bin/env python3
 """Teachers for exported_teacher_bench, each in two formats with the same weights.
 
-  export_bench_teachers.py OUTDIR VIT_CONFIG [--resnet-image N] [--device cpu|cuda]
+  export_bench_teachers.py OUTDIR VIT_CONFIG [--resnet-image N ...] [--device cpu|cuda]
 
   OUTDIR/vit.safetensors       weights of the reference ViT of kd_reference.py (VIT_CONFIG:
                                IMAGE,CHANNELS,PATCH,DIM,DEPTH,HEADS,CLASSES; seed 0) under the
                                names retort's built-in preset of that shape loads
   OUTDIR/vit.pt2, vit.pt       the same ViT as an AOTInductor package and as TorchScript
-  OUTDIR/resnet18.pt2, resnet18.pt   torchvision ResNet-18 (random init, seed 0), input
-                               3xNxN, 1000 classes
-  OUTDIR/resnet_student.pt     a small TorchScript CNN student for the ResNet-18 input (3xNxN
-                               -> 1000)
-A file already in OUTDIR is kept (e.g. the ResNet-18 of the test fixtures, the same model).
+  OUTDIR/resnet18_Npx.pt2, resnet18_Npx.pt   torchvision ResNet-18 (random init, seed 0),
+                               input 3xNxN, 1000 classes, for each N of --resnet-image
+  OUTDIR/resnet_student_Npx.pt a small TorchScript CNN student for that input (3xNxN -> 1000)
+A file already in OUTDIR is kept.
 """
 import argparse
 import importlib.util
@@ -52,7 +51,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("outdir")
     p.add_argument("vit_config")
-    p.add_argument("--resnet-image", type=int, default=64)
+    p.add_argument("--resnet-image", type=int, nargs="+", default=[224])
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
     export = load_export_module()
@@ -73,12 +72,12 @@ def main():
 
     torch.manual_seed(0)
     r18 = torchvision.models.resnet18(weights=None).eval()
-    n = args.resnet_image
-    if not os.path.exists(out("resnet18.pt2")):
-        export.export_teacher(r18, [3, n, n], out("resnet18.pt2"), device=args.device,
-                              name="resnet18")
-        torch.jit.trace(r18, torch.randn(2, 3, n, n)).save(out("resnet18.pt"))
-    torch.jit.trace(Student(), torch.randn(2, 3, n, n)).save(out("resnet_student.pt"))
+    for n in args.resnet_image:
+        if not os.path.exists(out(f"resnet18_{n}px.pt2")):
+            export.export_teacher(r18, [3, n, n], out(f"resnet18_{n}px.pt2"), device=args.device,
+                                  name="resnet18")
+            torch.jit.trace(r18, torch.randn(2, 3, n, n)).save(out(f"resnet18_{n}px.pt"))
+        torch.jit.trace(Student(), torch.randn(2, 3, n, n)).save(out(f"resnet_student_{n}px.pt"))
 
 
 if __name__ == "__main__":
