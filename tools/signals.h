@@ -6,11 +6,11 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <functional>
-#include <thread>
+
+#include "tools/polling_thread.h"
 
 namespace retort::tools {
 
@@ -33,28 +33,20 @@ class TerminationSignalWatcher {
   static constexpr std::chrono::milliseconds kPollInterval{100};
 
   explicit TerminationSignalWatcher(std::function<void(int)> on_signal)
-      : thread_([this, on_signal = std::move(on_signal)] {
+      : thread_([on_signal = std::move(on_signal)](const PollingThread& self) {
           sigset_t set;
           sigemptyset(&set);
           sigaddset(&set, SIGINT);
           sigaddset(&set, SIGTERM);
           const timespec poll{0,
                               static_cast<long>(std::chrono::nanoseconds(kPollInterval).count())};
-          while (!stop_.load()) {
-            const int sig = sigtimedwait(&set, nullptr, &poll);
-            if (sig > 0 && !stop_.load()) on_signal(sig);
-          }
+          const int sig = sigtimedwait(&set, nullptr, &poll);
+          if (sig > 0 && !self.Stopping()) on_signal(sig);
+          return true;
         }) {}
-  ~TerminationSignalWatcher() {
-    stop_ = true;
-    thread_.join();
-  }
-  TerminationSignalWatcher(const TerminationSignalWatcher&) = delete;
-  TerminationSignalWatcher& operator=(const TerminationSignalWatcher&) = delete;
 
  private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last member: starts after stop_ exists
+  PollingThread thread_;
 };
 
 }  // namespace retort::tools

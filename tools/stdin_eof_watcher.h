@@ -9,11 +9,11 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <functional>
-#include <thread>
+
+#include "tools/polling_thread.h"
 
 namespace retort::tools {
 
@@ -22,20 +22,11 @@ class StdinEofWatcher {
   static constexpr std::chrono::milliseconds kPollInterval{100};
 
   explicit StdinEofWatcher(std::function<void()> on_eof)
-      : thread_([this, on_eof = std::move(on_eof)] {
-          while (!stop_.load()) {
-            if (AtEnd()) {
-              if (!stop_.load()) on_eof();
-              return;
-            }
-          }
+      : thread_([on_eof = std::move(on_eof)](const PollingThread& self) {
+          if (!AtEnd()) return true;
+          if (!self.Stopping()) on_eof();
+          return false;
         }) {}
-  ~StdinEofWatcher() {
-    stop_ = true;
-    thread_.join();
-  }
-  StdinEofWatcher(const StdinEofWatcher&) = delete;
-  StdinEofWatcher& operator=(const StdinEofWatcher&) = delete;
 
  private:
   // Waits at most kPollInterval; true when standard input ended or cannot be read.
@@ -49,8 +40,7 @@ class StdinEofWatcher {
     return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
   }
 
-  std::atomic<bool> stop_{false};
-  std::thread thread_;  // last member: starts after stop_ exists
+  PollingThread thread_;
 };
 
 }  // namespace retort::tools
