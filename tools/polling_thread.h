@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -11,6 +12,9 @@ namespace retort::tools {
 
 class PollingThread {
  public:
+  // How long one step of the tools' watchers waits at most: the destructor's bound.
+  static constexpr std::chrono::milliseconds kPollInterval{100};
+
   // Calls step(*this) on a new thread until step returns false or the destructor runs. step
   // must return within a bounded wait (the destructor joins after the step in progress), and
   // must check Stopping() before it acts on what it waited for: once the destructor began, the

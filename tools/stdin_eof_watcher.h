@@ -3,7 +3,7 @@
 // standard input closes it when it ends, however it ends (a SIGKILLed notebook kernel
 // included), and the job then stops as on SIGTERM instead of outliving it. What arrives on
 // standard input is read and ignored. Polls in bounded waits: the destructor stops and joins
-// the thread within kPollInterval. Declare it after everything the callback touches.
+// the thread within PollingThread::kPollInterval. Declare it after everything the callback touches.
 #pragma once
 
 #include <poll.h>
@@ -19,8 +19,6 @@ namespace retort::tools {
 
 class StdinEofWatcher {
  public:
-  static constexpr std::chrono::milliseconds kPollInterval{100};
-
   explicit StdinEofWatcher(std::function<void()> on_eof)
       : thread_([on_eof = std::move(on_eof)](const PollingThread& self) {
           if (!AtEnd()) return true;
@@ -29,10 +27,10 @@ class StdinEofWatcher {
         }) {}
 
  private:
-  // Waits at most kPollInterval; true when standard input ended or cannot be read.
+  // Waits at most PollingThread::kPollInterval; true when standard input ended or cannot be read.
   static bool AtEnd() {
     pollfd p{STDIN_FILENO, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(kPollInterval.count()));
+    const int ready = poll(&p, 1, static_cast<int>(PollingThread::kPollInterval.count()));
     if (ready == 0 || (ready < 0 && errno == EINTR)) return false;
     if (ready < 0 || (p.revents & (POLLERR | POLLNVAL))) return true;
     char ignored[256];

@@ -278,7 +278,6 @@ TEST_F(CoordinatorTest, PauseResumeAndStopLifecycle) {
   EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_STOPPED);
 }
 
-// Completion is a typed field of the Leave, not a reason text a member could happen to write.
 TEST_F(CoordinatorTest, AGenerationFormedWhilePausedIsFormedAgainRunningOnResume) {
   // Paused, then scaled down: the generation without the drained member forms paused, and
   // workers start only a running generation. Resuming must give them one.
@@ -307,6 +306,7 @@ TEST_F(CoordinatorTest, AGenerationFormedWhilePausedIsFormedAgainRunningOnResume
   EXPECT_EQ(listener_.seen.back()->number(), running);
 }
 
+// Completion is a typed field of the Leave, not a reason text a member could happen to write.
 TEST_F(CoordinatorTest, OnlyTheJobCompletedFlagCompletesTheJob) {
   const std::string a = JoinOk("n0", 0), b = JoinOk("n0", 1);
   Settle();

@@ -31,7 +31,7 @@ TEST(TerminationSignalWatcherTest, CallsBackWhileAliveAndNeverAfterDestruction) 
     EXPECT_EQ(calls.load(), 1);
   }
   kill(getpid(), SIGTERM);
-  std::this_thread::sleep_for(3 * TerminationSignalWatcher::kPollInterval);
+  std::this_thread::sleep_for(3 * PollingThread::kPollInterval);
   EXPECT_EQ(calls.load(), 1) << "a callback ran after the watcher was destroyed";
   EXPECT_TRUE(SigtermPending()) << "the signal after destruction must stay blocked and pending";
   // Consume it so the test process ends normally.
