@@ -58,6 +58,24 @@ Status ValidateIdentity(const v1::MemberIdentity& id) {
 
 }  // namespace
 
+std::string ResolveCheckpointDir(const std::string& flag, const v1::JobSpec& job,
+                                 const std::string& state_dir) {
+  const std::string& spec = job.checkpoint().dir();
+  std::string dir = !flag.empty() ? flag : !spec.empty() ? spec : state_dir + "/checkpoints";
+  // Workers open checkpoint files by the paths the coordinator hands out: absolute, so they do
+  // not depend on the coordinator's working directory.
+  auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    auto a = std::filesystem::absolute(path, ec);
+    return ec ? path : a.lexically_normal().string();
+  };
+  dir = absolute(dir);
+  if (!flag.empty() && !spec.empty() && absolute(spec) != dir)
+    LOG_WARN("coordinator") << "--checkpoint-dir=" << flag << " overrides the job spec's "
+                            << "checkpoint.dir (" << spec << "): checkpoints go to " << dir;
+  return dir;
+}
+
 uint64_t MemberIdBoot(const std::string& member_id) {
   // "w<boot>-<serial>"
   if (member_id.size() < 4 || member_id[0] != 'w') return 0;
@@ -127,14 +145,12 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
     return InvalidArgumentError("eviction timeout must be longer than the heartbeat interval");
   if (options.settle_ms < 0 || options.tick_ms <= 0)
     return InvalidArgumentError("settle/tick must be >= 0");
-  if (options.checkpoint_dir.empty()) options.checkpoint_dir = options.state_dir + "/checkpoints";
-  {
-    // Workers open checkpoint files by the paths the coordinator hands out: make them absolute
-    // so they do not depend on the coordinator's working directory.
-    std::error_code ec;
-    auto absolute = std::filesystem::absolute(options.checkpoint_dir, ec);
-    if (!ec) options.checkpoint_dir = absolute.lexically_normal().string();
-  }
+  if (options.own_pause_threshold_ms < 0 ||
+      (options.own_pause_threshold_ms > 0 && options.own_pause_threshold_ms <= options.tick_ms))
+    return InvalidArgumentError("the own-pause threshold (" +
+                                std::to_string(options.own_pause_threshold_ms) +
+                                " ms) must be 0 (off) or longer than the tick (" +
+                                std::to_string(options.tick_ms) + " ms)");
   JobStateFile store(options.state_dir, options.state_writer);
   auto loaded = store.Load();
   v1::CoordinatorState state;
@@ -152,6 +168,8 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
             "--job to use the stored one), or start a new job with another --state-dir");
     }
     RETORT_RETURN_IF_ERROR(CheckRestoredState(store.path(), state));
+    options.checkpoint_dir =
+        ResolveCheckpointDir(options.checkpoint_dir, state.job(), options.state_dir);
     LOG_INFO("coordinator") << "resuming job '" << state.job().name() << "' from " << store.path()
                             << ": last generation " << state.generation() << ", state "
                             << rpc::JobStateName(state.state());
@@ -162,6 +180,7 @@ StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions op
       return InvalidArgumentError("no state in " + options.state_dir +
                                   " and no --job given: nothing to run");
     *state.mutable_job() = *job;
+    options.checkpoint_dir = ResolveCheckpointDir(options.checkpoint_dir, *job, options.state_dir);
     state.set_min_workers(job->elastic().min_workers());
     state.set_max_workers(job->elastic().max_workers());
     state.set_state(v1::JOB_STATE_WAITING);
@@ -212,7 +231,9 @@ Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state,
       kv_(KvLimits{options_.max_kv_value_bytes, options_.max_kv_keys_per_generation,
                    options_.max_kv_bytes_per_member, options_.max_kv_bytes_total}),
       peer_reports_(PeerReportLimits{options_.max_peer_reports_per_window,
-                                     std::chrono::milliseconds(options_.peer_report_window_ms)}) {}
+                                     std::chrono::milliseconds(options_.peer_report_window_ms)}),
+      own_pauses_(std::chrono::milliseconds(options_.tick_ms),
+                  std::chrono::milliseconds(options_.own_pause_threshold_ms)) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -345,6 +366,8 @@ void Coordinator::WatchClosed(const std::string& member_id, WatchKind kind) {
 void Coordinator::Tick() {
   MutexLock lock(mu_);
   auto now = clock_->Now();
+  if (const auto pause = own_pauses_.Observe(now); pause.count() > 0)
+    ForgiveOwnPauseLocked(pause, now);
   auto timeout = std::chrono::milliseconds(options_.eviction_timeout_ms);
   std::vector<std::string> expired;
   for (const auto& [id, m] : members_)
@@ -374,6 +397,25 @@ void Coordinator::Tick() {
   bool settled = now - membership_changed_at_ >= std::chrono::milliseconds(options_.settle_ms);
   bool full = static_cast<int>(members_.size()) >= state_.max_workers();
   if (settled || full) FormGenerationLocked();
+}
+
+void Coordinator::ForgiveOwnPauseLocked(std::chrono::nanoseconds pause,
+                                        std::chrono::steady_clock::time_point now) {
+  auto forgive = [&](std::chrono::steady_clock::time_point t) { return std::min(now, t + pause); };
+  for (auto& [id, m] : members_) {
+    m.last_heartbeat = forgive(m.last_heartbeat);
+    m.step_advanced_at = forgive(m.step_advanced_at);
+    if (m.watch_lost_at) m.watch_lost_at = forgive(*m.watch_lost_at);
+  }
+  const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(pause).count();
+  const std::string what = "this coordinator did not run for " + std::to_string(ms) +
+                           " ms (a gap in its own ticks: stopped, throttled or migrated); " +
+                           std::to_string(members_.size()) +
+                           " member(s) get that time back before their heartbeats are judged";
+  LOG_WARN("coordinator") << what;
+  EmitLocked("coordinator_paused", what);
+  if (options_.observer)
+    options_.observer->OnOwnPause(std::chrono::duration<double>(pause).count());
 }
 
 std::set<RejoinGate::Place> Coordinator::MemberPlacesLocked() const {

@@ -24,6 +24,7 @@
 #include "coordinator/coordinator_observer.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/kv_exchange.h"
+#include "coordinator/own_pause_detector.h"
 #include "coordinator/peer_reports.h"
 #include "coordinator/rejoin_gate.h"
 #include "retort/v1/retort.pb.h"
@@ -32,7 +33,8 @@ namespace retort::coordinator {
 
 struct CoordinatorOptions {
   std::string state_dir;
-  // Where checkpoint manifests are committed; default <state_dir>/checkpoints.
+  // Where checkpoint manifests are committed. Empty: the job spec's checkpoint.dir when it sets
+  // one, else <state_dir>/checkpoints (ResolveCheckpointDir). Set, it overrides the spec's.
   std::string checkpoint_dir;
   int64_t heartbeat_interval_ms = 1000;
   // A member silent for this long is evicted.
@@ -43,6 +45,12 @@ struct CoordinatorOptions {
   // A new generation forms once membership has been quiet this long (or max_workers reached).
   int64_t settle_ms = 200;
   int64_t tick_ms = 50;
+  // Ticks further apart than this mean the coordinator itself was paused (own_pause_detector.h):
+  // before judging heartbeats, every member's deadline moves forward by the pause, so the
+  // coordinator does not evict its members for its own stall. 0 = off (the library's default:
+  // tests with a FakeClock jump time between ticks as a shorthand; retort-coordinator turns it on
+  // with --own-pause-threshold-ms, default 1000). Must exceed tick_ms when set.
+  int64_t own_pause_threshold_ms = 0;
   // Override the job's elastic bounds when > 0.
   int min_workers = 0;
   int max_workers = 0;
@@ -247,6 +255,11 @@ class Coordinator {
   bool AwaitingRejoinLocked(std::chrono::steady_clock::time_point now) RETORT_REQUIRES(mu_);
   // (node, local rank) of every member.
   std::set<RejoinGate::Place> MemberPlacesLocked() const RETORT_REQUIRES(mu_);
+  // The coordinator was paused for `pause` beyond its tick (OwnPauseDetector): moves every
+  // member's heartbeat, stream-loss and step-progress times forward by it (never past `now`),
+  // so their deadlines count only time the coordinator ran; logged, an event and a metric.
+  void ForgiveOwnPauseLocked(std::chrono::nanoseconds pause,
+                             std::chrono::steady_clock::time_point now) RETORT_REQUIRES(mu_);
 
   const CoordinatorOptions options_;
   const Clock* const clock_;
@@ -274,6 +287,8 @@ class Coordinator {
   bool finished_ RETORT_GUARDED_BY(mu_) = false;
   // The previous generation's members not yet re-joined after a restart.
   RejoinGate rejoin_gate_ RETORT_GUARDED_BY(mu_);
+  // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
+  OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged
   // once per generation (or when the error changes), not at every attempt.
   int persist_failures_ RETORT_GUARDED_BY(mu_) = 0;
@@ -295,6 +310,13 @@ class Coordinator {
   bool stopping_ RETORT_GUARDED_BY(thread_mu_) = false;
   std::thread ticker_;
 };
+
+// The checkpoint directory a coordinator uses: `flag` (CoordinatorOptions.checkpoint_dir, from
+// --checkpoint-dir) when set, else the job spec's checkpoint.dir, else <state_dir>/checkpoints;
+// absolute (workers open the paths the coordinator hands out). When the flag and the spec
+// name different directories, the flag wins and the coordinator logs that it does.
+std::string ResolveCheckpointDir(const std::string& flag, const v1::JobSpec& job,
+                                 const std::string& state_dir);
 
 // The coordinator boot a member id ("w<boot>-<serial>") was assigned in; 0 when malformed.
 uint64_t MemberIdBoot(const std::string& member_id);

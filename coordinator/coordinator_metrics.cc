@@ -108,7 +108,18 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                                .Name("retort_coordinator_checkpoints_aborted_total")
                                .Help("Checkpoints aborted before their manifest was committed.")
                                .Register(registry)
-                               .Add({})) {
+                               .Add({})),
+      own_pauses_(prometheus::BuildCounter()
+                      .Name("retort_coordinator_own_pauses_total")
+                      .Help("Gaps in the coordinator's own ticks (it was stopped, throttled or "
+                            "migrated), after which every member got the time back.")
+                      .Register(registry)
+                      .Add({})),
+      own_pause_seconds_(prometheus::BuildCounter()
+                             .Name("retort_coordinator_own_pause_seconds_total")
+                             .Help("Seconds the coordinator did not run, summed over its pauses.")
+                             .Register(registry)
+                             .Add({})) {
   // Every cause from the start, so that rates and dashboards see zeros rather than gaps.
   for (const char* c : kEvictionCauses) evictions_.Add({{"cause", c}});
   for (const char* c : kRecoveryCauses) recoveries_.Add({{"cause", c}});
@@ -125,6 +136,10 @@ void CoordinatorMetrics::OnCheckpointCommitted(int64_t bytes) {
   checkpoint_bytes_.Increment(static_cast<double>(bytes));
 }
 void CoordinatorMetrics::OnCheckpointAborted() { checkpoints_aborted_.Increment(); }
+void CoordinatorMetrics::OnOwnPause(double seconds) {
+  own_pauses_.Increment();
+  own_pause_seconds_.Increment(seconds);
+}
 
 std::shared_ptr<prometheus::Collectable> MakeStatusCollector(const Coordinator* coordinator) {
   return std::make_shared<StatusCollector>(coordinator);

@@ -1,7 +1,8 @@
 // The coordinator's Prometheus metrics (names: retort_coordinator_*; units in the name, counters
 // end in _total). Two parts:
 // - CoordinatorMetrics: counters the coordinator bumps as things happen (evictions and
-//   recoveries by cause, checkpoint commits and bytes), as its CoordinatorObserver;
+//   recoveries by cause, checkpoint commits and bytes, the coordinator's own pauses), as its
+//   CoordinatorObserver;
 // - MakeStatusCollector: gauges read from Coordinator::GetStatus() at every scrape (members,
 //   generation, job step and state, per-member step, heartbeat age and throughput).
 // RPC counts and latencies are rpc_metrics.h's.
@@ -36,6 +37,7 @@ class CoordinatorMetrics final : public CoordinatorObserver {
   void OnRecovery(const std::string& cause) override;
   void OnCheckpointCommitted(int64_t bytes) override;
   void OnCheckpointAborted() override;
+  void OnOwnPause(double seconds) override;
 
  private:
   prometheus::Family<prometheus::Counter>& evictions_;
@@ -43,6 +45,8 @@ class CoordinatorMetrics final : public CoordinatorObserver {
   prometheus::Counter& checkpoints_committed_;
   prometheus::Counter& checkpoint_bytes_;
   prometheus::Counter& checkpoints_aborted_;
+  prometheus::Counter& own_pauses_;
+  prometheus::Counter& own_pause_seconds_;
 };
 
 // Gauges from `coordinator`'s status at each scrape; `coordinator` must outlive the collector's

@@ -24,6 +24,9 @@ class CoordinatorObserver {
   // A checkpoint's manifest was committed; `bytes` is the size of its files.
   virtual void OnCheckpointCommitted(int64_t bytes) = 0;
   virtual void OnCheckpointAborted() = 0;
+  // The coordinator noticed that it had not run for `seconds` (a gap in its own ticks) and gave
+  // its members that time back (CoordinatorOptions.own_pause_threshold_ms).
+  virtual void OnOwnPause(double seconds) = 0;
 };
 
 }  // namespace retort::coordinator

@@ -1,5 +1,7 @@
 #include "coordinator/job_preflight.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -32,6 +34,31 @@ void CheckLocalPath(const std::string& field, const std::string& path, bool want
     problems->push_back(field + ": '" + path + "' is not a directory");
   if (!want_directory && is_directory)
     problems->push_back(field + ": '" + path + "' is a directory, not a file");
+}
+
+// checkpoint.dir: the coordinator commits manifests there and creates it when missing, so it
+// must be a directory, or creatable: its nearest existing ancestor a directory this process
+// may write into.
+void CheckCheckpointDir(const std::string& path, std::vector<std::string>* problems) {
+  if (path.empty() || IsUrl(path)) return;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::filesystem::path existing = p;
+  while (!std::filesystem::exists(existing, ec) && existing.has_parent_path() &&
+         existing.parent_path() != existing)
+    existing = existing.parent_path();
+  if (!std::filesystem::is_directory(existing, ec)) {
+    problems->push_back("checkpoint.dir: '" + path + "' cannot be a directory: '" +
+                        existing.string() + "' is not one");
+    return;
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    problems->push_back("checkpoint.dir: '" + path + "'" +
+                        (existing == p
+                             ? std::string(" is not writable")
+                             : " cannot be created: '" + existing.string() + "' is not writable") +
+                        " by the coordinator");
 }
 
 void CheckModelPaths(const std::string& field, const v1::ModelSpec& m,
@@ -77,6 +104,7 @@ std::vector<std::string> PreflightProblems(const v1::JobSpec& job,
       CheckLocalPath("dataset.path", d.path(), true, &problems);
     if (has_teacher) CheckModelPaths("teacher", job.teacher(), &problems);
     CheckModelPaths("student", job.student(), &problems);
+    CheckCheckpointDir(job.checkpoint().dir(), &problems);
   }
   if (has_teacher) CheckImageSize("teacher", job.teacher(), job.dataset().image_size(), &problems);
   CheckImageSize("student", job.student(), job.dataset().image_size(), &problems);

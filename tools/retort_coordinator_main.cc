@@ -83,6 +83,13 @@ void RegisterFlags(ArgParser& args, Config* c) {
               "how often workers heartbeat");
   args.AddInt("eviction-timeout-ms", &c->opts.eviction_timeout_ms,
               "evict a worker silent for this long");
+  // On in the binary (the library's default is off: see CoordinatorOptions).
+  c->opts.own_pause_threshold_ms = 1000;
+  args.AddInt("own-pause-threshold-ms", &c->opts.own_pause_threshold_ms,
+              "a gap this long in the coordinator's own ticks means it was paused (stopped, "
+              "throttled, migrated): every worker then gets the paused time back before its "
+              "heartbeats are judged, instead of being evicted for the coordinator's pause "
+              "(0 = off)");
   args.AddInt("disconnect-grace-ms", &c->opts.disconnect_grace_ms,
               "evict a worker whose generation stream closed and stayed closed this long "
               "(0 = heartbeats only)");
@@ -100,7 +107,8 @@ void RegisterFlags(ArgParser& args, Config* c) {
                "when state.json lists checkpoints and none of them is usable, forget them and "
                "start the job from step 0 (without it the coordinator refuses to start)");
   args.AddString("checkpoint-dir", &c->opts.checkpoint_dir,
-                 "where checkpoints are committed (default STATE_DIR/checkpoints)");
+                 "where checkpoints are committed (default: the job spec's checkpoint.dir, else "
+                 "STATE_DIR/checkpoints); overrides the spec's checkpoint.dir, and says so");
   args.AddBool("exit-when-finished", &c->exit_when_finished,
                "exit once the job is stopped/completed and all workers left");
   args.AddInt("linger-after-end-ms", &c->linger_after_end_ms,

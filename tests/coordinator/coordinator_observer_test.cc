@@ -20,7 +20,9 @@ class RecordingObserver final : public CoordinatorObserver {
   void OnRecovery(const std::string& cause) override { recoveries.push_back(cause); }
   void OnCheckpointCommitted(int64_t bytes) override { committed_bytes.push_back(bytes); }
   void OnCheckpointAborted() override { ++aborted; }
+  void OnOwnPause(double seconds) override { own_pauses.push_back(seconds); }
   std::vector<std::string> evictions, recoveries;
+  std::vector<double> own_pauses;
   std::vector<int64_t> committed_bytes;
   int aborted = 0;
 };

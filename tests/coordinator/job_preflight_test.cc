@@ -100,5 +100,23 @@ TEST(JobPreflightTest, MissingWeightsAndDefaultFashionMnistDirAreChecked) {
   EXPECT_TRUE(Mentions(s, "student.weights_path: '/nonexistent/w.safetensors'")) << s;
 }
 
+TEST(JobPreflightTest, CheckpointDirThatCannotBeADirectoryIsNamed) {
+  const std::string dir = testing::MakeTempDir("retort_preflight");
+  std::ofstream(dir + "/a-file") << "x";
+  const std::string base = ImageFolderJob(dir, 224);
+  Status s = PreflightJob(Job(base + "checkpoint: {dir: " + dir + "/a-file/ckpt}\n"), {});
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Mentions(s, "checkpoint.dir")) << s;
+  EXPECT_TRUE(Mentions(s, dir + "/a-file' is not one")) << s;
+  // A directory to be created under a writable one, or an existing one, is fine.
+  EXPECT_TRUE(PreflightJob(Job(base + "checkpoint: {dir: " + dir + "/new/ckpt}\n"), {}).ok());
+  EXPECT_TRUE(PreflightJob(Job(base + "checkpoint: {dir: " + dir + "}\n"), {}).ok());
+  // Not checked when the coordinator cannot see the workers' paths.
+  PreflightOptions no_paths;
+  no_paths.check_paths = false;
+  EXPECT_TRUE(
+      PreflightJob(Job(base + "checkpoint: {dir: " + dir + "/a-file/ckpt}\n"), no_paths).ok());
+}
+
 }  // namespace
 }  // namespace retort::coordinator
