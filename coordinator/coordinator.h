@@ -287,6 +287,8 @@ class Coordinator {
   bool finished_ RETORT_GUARDED_BY(mu_) = false;
   // The previous generation's members not yet re-joined after a restart.
   RejoinGate rejoin_gate_ RETORT_GUARDED_BY(mu_);
+  // The last checkpoint whose late acknowledgement was logged (one line per checkpoint).
+  uint64_t last_late_ack_logged_ RETORT_GUARDED_BY(mu_) = 0;
   // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
   OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged

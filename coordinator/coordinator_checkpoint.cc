@@ -133,8 +133,22 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
 StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckCheckpointRequest& r) {
   MutexLock lock(mu_);
   RETORT_RETURN_IF_ERROR(CheckMemberLocked(r.member_id()));
+  const bool in_progress = pending_checkpoint_ && pending_checkpoint_->id == r.checkpoint_id();
+  // A late acknowledgement (the member's shard write outlasted its checkpoint: aborted by a
+  // generation change or another member's failure) is not a refused call: it is answered
+  // "not committed" and logged once per checkpoint as what it is.
+  if (!in_progress && r.checkpoint_id() != 0 && r.checkpoint_id() < state_.next_checkpoint_id() &&
+      r.generation() <= state_.generation()) {
+    if (r.checkpoint_id() != last_late_ack_logged_) {
+      last_late_ack_logged_ = r.checkpoint_id();
+      LOG_INFO("coordinator") << "checkpoint " << r.checkpoint_id() << ": late acknowledgement by "
+                              << r.member_id() << " (generation " << r.generation()
+                              << ") ignored: the checkpoint is no longer in progress";
+    }
+    return v1::AckCheckpointResponse();
+  }
   RETORT_RETURN_IF_ERROR(CheckGenerationLocked(r.generation(), "ack checkpoint"));
-  if (!pending_checkpoint_ || pending_checkpoint_->id != r.checkpoint_id())
+  if (!in_progress)
     return FailedPreconditionError("checkpoint " + std::to_string(r.checkpoint_id()) +
                                    " is not in progress");
   if (!r.error().empty()) {
