@@ -103,24 +103,35 @@ void Checkpointer::AckFailed(v1::AckCheckpointRequest ack, const std::string& er
   ack.set_error(error);
   LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
                       << " failed on this worker: " << error;
-  auto acked = client_->AckCheckpoint(ack);
-  if (!acked.ok())
-    LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
-                        << " ack refused: " << acked.status();
+  const bool queued = writer_.Submit(
+      [client = client_, ack] {
+        auto acked = client->AckCheckpoint(ack);
+        if (!acked.ok())
+          LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
+                              << " ack refused: " << acked.status();
+      },
+      ShardWriter::TaskKind::kMessage);
+  if (!queued)
+    LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id() << ": its failure is not told ("
+                        << writer_.pending() << " checkpoint tasks queued); the coordinator "
+                        << "aborts it with the next generation";
 }
 
 bool Checkpointer::WriteIfDue(const PendingCheckpoint& pending, const CheckpointSource& source) {
   const int64_t at = source.meta.global_step;
+  // The coordinator names the periodic multiples too: one at a step this worker already began
+  // on its own is that same checkpoint, not a new one it missed.
+  if (pending.id != 0 && pending.step == last_periodic_step_) last_handled_ = pending.id;
   const bool named = pending.id != 0 && pending.id != last_handled_ && pending.step <= at;
   const bool periodic = every_steps_ > 0 && at % every_steps_ == 0 && at != last_periodic_step_;
   if (!named && !periodic) return false;
   if (periodic) last_periodic_step_ = at;
+  if (named) last_handled_ = pending.id;
   const Assignment& a = *source.assignment;
   v1::AckCheckpointRequest ack;
   ack.set_member_id(a.member_id);
   ack.set_generation(a.generation.number());
   if (named && pending.step < at) {
-    last_handled_ = pending.id;
     ack.set_checkpoint_id(pending.id);
     AckFailed(ack, "checkpoint " + std::to_string(pending.id) + " was named for step " +
                        std::to_string(pending.step) +
@@ -131,16 +142,10 @@ bool Checkpointer::WriteIfDue(const PendingCheckpoint& pending, const Checkpoint
   begin.set_member_id(a.member_id);
   begin.set_generation(a.generation.number());
   begin.set_step(at);
-  auto started = client_->BeginCheckpoint(begin);
-  if (!started.ok()) {
-    LOG_WARN("trainer") << "checkpoint at step " << at << " not written: " << started.status();
-    return true;  // the coordinator aborts it (new generation) or it times out there
-  }
-  const uint64_t id = started->checkpoint_id();
-  last_handled_ = id;
-  ack.set_checkpoint_id(id);
   // Snapshot the state right after this step (the live optimizer range): a memory copy, so the
-  // next step may run while the writer thread writes it.
+  // next step may run while the writer thread begins the checkpoint with the coordinator,
+  // writes it and acks it. (Beginning it here made every step at a checkpoint wait on the
+  // coordinator: a paused coordinator stalled training for the RPC's whole deadline.)
   trainer::KdStep& step = *source.kd_step;
   const auto& range = step.optimizer().range();
   std::shared_ptr<ShardSnapshot> shard = SnapshotBuffer(range.count);
@@ -163,26 +168,61 @@ bool Checkpointer::WriteIfDue(const PendingCheckpoint& pending, const Checkpoint
   if (source.rank == 0 && trainer::ModelBufferWords(step.student()) > 0)
     buffers = trainer::PackModelBuffers(step.student());
   // Test fault injection (pause_points.h): on the writer's thread, the shard on disk, no ack yet.
-  auto pause = [pauses = pause_points_, what = "checkpoint " + std::to_string(id) + " at step " +
+  auto pause = [pauses = pause_points_, at, rank = source.rank](uint64_t id) {
+    if (pauses)
+      pauses->Reach(kPauseCheckpointWrite, "checkpoint " + std::to_string(id) + " at step " +
                                                std::to_string(at) + ", rank " +
-                                               std::to_string(source.rank)] {
-    if (pauses) pauses->Reach(kPauseCheckpointWrite, what);
+                                               std::to_string(rank));
   };
-  const bool queued = writer_.Submit(
-      [shard, dir = started->dir(), ack, id, at, client = client_, buffers, pause]() mutable {
-        WriteShardFiles(*shard, buffers, dir, &ack);
+  const bool queued =
+      writer_.Submit([shard, begin, ack, at, client = client_, buffers, pause]() mutable {
+        auto started = client->BeginCheckpoint(begin);
+        if (!started.ok()) {
+          // The coordinator aborts it (new generation) or never started it.
+          LOG_WARN("trainer") << "checkpoint at step " << at
+                              << " not written: " << started.status();
+          return;
+        }
+        const uint64_t id = started->checkpoint_id();
+        ack.set_checkpoint_id(id);
+        WriteShardFiles(*shard, buffers, started->dir(), &ack);
         shard.reset();  // free the snapshot before the ack round trip
-        pause();
+        pause(id);
         auto acked = client->AckCheckpoint(ack);
         if (!acked.ok())
           LOG_WARN("trainer") << "checkpoint " << id << " ack refused: " << acked.status();
         else if (acked->committed())
           LOG_INFO("trainer") << "checkpoint " << id << " committed at step " << at;
       });
-  if (!queued)
-    AckFailed(ack, "the shard writer is still busy with " + std::to_string(writer_.pending()) +
-                       " earlier checkpoint(s); checkpoint " + std::to_string(id) + " at step " +
+  if (queued) return true;
+  const std::string why = "the shard writer is still busy with " +
+                          std::to_string(writer_.pending()) + " earlier checkpoint task(s)";
+  if (named) {
+    ack.set_checkpoint_id(pending.id);
+    AckFailed(ack, why + "; checkpoint " + std::to_string(pending.id) + " at step " +
                        std::to_string(at) + " skipped");
+    return true;
+  }
+  // A periodic one has no id until it is begun: begin it and say it failed, so the others'
+  // shards do not wait for this one's (off this thread too).
+  const bool told = writer_.Submit(
+      [client = client_, begin, ack, at, why]() mutable {
+        auto started = client->BeginCheckpoint(begin);
+        if (!started.ok()) return;
+        ack.set_checkpoint_id(started->checkpoint_id());
+        ack.set_error(why + "; checkpoint " + std::to_string(started->checkpoint_id()) +
+                      " at step " + std::to_string(at) + " skipped");
+        LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
+                            << " failed on this worker: " << ack.error();
+        auto acked = client->AckCheckpoint(ack);
+        if (!acked.ok())
+          LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
+                              << " ack refused: " << acked.status();
+      },
+      ShardWriter::TaskKind::kMessage);
+  if (!told)
+    LOG_WARN("trainer") << "checkpoint at step " << at << " skipped: " << why
+                        << ", and its failure is not told";
   return true;
 }
 

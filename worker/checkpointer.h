@@ -2,14 +2,16 @@
 // the acks and commits the manifest: coordinator_checkpoint.cc).
 //   Writing: at the step the coordinator named, or at a multiple of checkpoint.every_steps
 //   (which every member begins on its own, so no multiple depends on hearing of it in time),
-//   begin the checkpoint, snapshot this rank's optimizer range (a memory copy on the training
-//   thread, into buffers reused across checkpoints) and queue the shard write and its ack on a
-//   background ShardWriter; training goes on. Failures are logged and acked as errors (the
-//   coordinator then aborts that checkpoint).
+//   snapshot this rank's optimizer range (a memory copy on the training thread, into buffers
+//   reused across checkpoints) and queue the rest on a background ShardWriter: begin the
+//   checkpoint with the coordinator, write the shard, ack it. Training goes on, and no step
+//   waits on the coordinator (a paused or restarting one costs the checkpoint, not the step).
+//   Failures are logged and acked as errors from the writer's thread (the coordinator then
+//   aborts that checkpoint).
 //   Reading: list the committed checkpoints and read this rank's range of one, verified.
 //
-// Threading: every method on the training thread; queued writes (and their acks) run on the
-// writer's thread and touch only their snapshot. Owns the writer (its destructor drains);
+// Threading: every method on the training thread; queued tasks (begin, write, ack, and the acks
+// of refusals) run on the writer's thread and touch only their snapshot and the client. Owns the writer (its destructor drains);
 // borrows the client and the pause points, which outlive it.
 #pragma once
 
@@ -78,7 +80,8 @@ class Checkpointer {
  private:
   // A snapshot of `count` elements per array that no queued write holds.
   std::shared_ptr<ShardSnapshot> SnapshotBuffer(int64_t count);
-  // Acks checkpoint `ack.checkpoint_id()` as failed with `error` (logged).
+  // Acks checkpoint `ack.checkpoint_id()` as failed with `error` (logged), from the writer's
+  // thread.
   void AckFailed(v1::AckCheckpointRequest ack, const std::string& error);
 
   CoordinatorClient* const client_;

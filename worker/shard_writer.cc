@@ -14,11 +14,14 @@ ShardWriter::~ShardWriter() {
   thread_.join();  // Loop() runs every queued task before it returns
 }
 
-bool ShardWriter::Submit(std::function<void()> task) {
+bool ShardWriter::Submit(std::function<void()> task, TaskKind kind) {
   {
     MutexLock lock(mu_);
-    if (stopping_ || queue_.size() + (running_task_ ? 1 : 0) >= max_queued_) return false;
-    queue_.push_back(std::move(task));
+    const bool snapshot = kind == TaskKind::kSnapshot;
+    size_t& count = snapshot ? snapshots_ : messages_;
+    if (stopping_ || count >= (snapshot ? max_queued_ : kMaxMessages)) return false;
+    ++count;
+    queue_.push_back(Task{std::move(task), kind});
   }
   cv_.NotifyAll();
   return true;
@@ -44,13 +47,15 @@ void ShardWriter::Loop() {
   while (true) {
     cv_.Wait(mu_, [this]() RETORT_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(queue_.front());
+    Task task = std::move(queue_.front());
     queue_.pop_front();
     running_task_ = true;
     lock.Unlock();
-    task();
+    task.run();
+    task.run = nullptr;  // drop what it captured (a snapshot's reference) before it counts as done
     lock.Lock();
     running_task_ = false;
+    --(task.kind == TaskKind::kSnapshot ? snapshots_ : messages_);
     cv_.NotifyAll();
   }
 }

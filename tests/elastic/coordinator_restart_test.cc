@@ -4,6 +4,7 @@
 // workers came back too close to the job's end, is refused saying so).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -207,6 +208,69 @@ TEST_F(CoordinatorRestartTest, PeriodicCheckpointsCommitAtEveryMultiple) {
        ++it)
     committed.insert(std::stoll((*it)[1]));
   EXPECT_EQ(committed, (std::set<int64_t>{20, 40, 60, 80, 100, 120})) << log.substr(0, 6000);
+}
+
+// Issue 51.2: SIGSTOP of the coordinator (a GC-like stall, a throttled pod, a migrated VM)
+// for three eviction timeouts, then SIGCONT. The workers train on meanwhile; on resume the
+// coordinator must see the gap in its own ticks and evict nobody (before, it evicted every
+// member and re-formed a generation of all of them), and no step may have waited on it (before,
+// each step at a periodic checkpoint waited out the BeginCheckpoint RPC's deadline on the
+// training thread). The RPC deadline is 3 s here, so a step that waits on the coordinator shows.
+TEST_F(CoordinatorRestartTest, PausedCoordinatorEvictsNobodyAndNoStepWaitsOnIt) {
+  // Two workers, as the reference curve has: three (the probe's) train the same math, but over
+  // 400 steps their float reassociation drifts past the curve's 1e-3 tolerance (from step ~104,
+  // the same with or without a pause).
+  const JobOptions job{
+      .steps = kRestartJobSteps, .min_workers = 2, .max_workers = 2, .checkpoint_every_steps = 10};
+  const ClusterOptions options{.rpc_timeout_ms = 3000};
+  constexpr milliseconds kPause{6000};  // 3x the eviction timeout (2 s)
+  std::unique_ptr<ElasticCluster> c;
+  StatusView before;
+  // Step 37: a step no other scenario pauses or kills at.
+  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 2, 37, &c, &before, options));
+  const MetricsMark at_pause = c->Mark();
+  const int64_t paused_ms = testing::UnixMs();
+  c->coordinator().Signal(SIGSTOP);
+  std::this_thread::sleep_for(kPause);
+  c->coordinator().Signal(SIGCONT);
+  const int64_t resumed_ms = testing::UnixMs();
+  const MetricsMark at_resume = c->Mark();
+  // Well past the eviction timeout and the settle time after the resume.
+  std::this_thread::sleep_for(milliseconds(3000));
+  std::optional<StatusView> after = c->Status();
+  ASSERT_TRUE(after.has_value()) << c->Logs();
+  std::cout << "[ measured ] coordinator stopped for " << (resumed_ms - paused_ms) << " ms at step "
+            << at_pause.step << "; the workers trained to step " << at_resume.step
+            << " meanwhile\n";
+  EXPECT_GT(at_resume.step, at_pause.step) << "training must go on while the coordinator is away";
+  EXPECT_EQ(after->generation, before.generation)
+      << "the coordinator evicted members for its own pause: " << after->raw << "\n"
+      << c->Logs();
+  EXPECT_EQ(after->members.size(), 2u) << after->raw;
+  for (const MemberView& m : before.members)
+    EXPECT_NE(after->ById(m.id), nullptr) << m.id << " was replaced: " << after->raw;
+  ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
+
+  MetricsFile m = c->Metrics();
+  ExpectEachStepOnce(m, job);
+  ExpectSameTrajectory(m.lines, "coordinator stopped");
+  // No step slower than 1 s beyond the median step, from the pause to 3 s after the resume.
+  std::vector<int64_t> all, window;
+  for (size_t i = 1; i < m.lines.size(); ++i) {
+    const int64_t took = m.lines[i].time_unix_ms - m.lines[i - 1].time_unix_ms;
+    all.push_back(took);
+    if (m.lines[i].time_unix_ms >= paused_ms && m.lines[i].time_unix_ms <= resumed_ms + 3000)
+      window.push_back(took);
+  }
+  ASSERT_FALSE(window.empty());
+  std::vector<int64_t> sorted = all;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const int64_t median = sorted[sorted.size() / 2];
+  const int64_t slowest = *std::max_element(window.begin(), window.end());
+  std::cout << "[ measured ] median step " << median << " ms; slowest step during the pause and "
+            << "the 3 s after it " << slowest << " ms\n";
+  EXPECT_LE(slowest, median + 1000) << "a step waited on the stopped coordinator";
 }
 
 }  // namespace

@@ -47,6 +47,29 @@ TEST(ShardWriterTest, RefusesMoreThanItsBoundAndDrainHonoursItsDeadline) {
   EXPECT_TRUE(writer.Submit([] {})) << "room again once the writer caught up";
 }
 
+TEST(ShardWriterTest, MessagesQueueBehindAFullSnapshotBoundUpToTheirOwn) {
+  ShardWriter writer(1);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::vector<int> order;
+  ASSERT_TRUE(writer.Submit([gate, &order] {
+    gate.wait();
+    order.push_back(0);
+  }));
+  EXPECT_FALSE(writer.Submit([] {})) << "the snapshot bound is full";
+  // A checkpoint's coordinator calls (a refusal's ack) still queue: they hold no snapshot.
+  for (size_t i = 1; i <= ShardWriter::kMaxMessages; ++i)
+    ASSERT_TRUE(writer.Submit([&order, i] { order.push_back(static_cast<int>(i)); },
+                              ShardWriter::TaskKind::kMessage))
+        << i;
+  EXPECT_FALSE(writer.Submit([] {}, ShardWriter::TaskKind::kMessage)) << "messages are bounded";
+  release.set_value();
+  ASSERT_TRUE(writer.Drain(Deadline::AfterMs(10000)));
+  ASSERT_EQ(order.size(), ShardWriter::kMaxMessages + 1);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+  EXPECT_TRUE(writer.Submit([] {})) << "the snapshot's place is free once it ran";
+}
+
 TEST(ShardWriterTest, DestructorRunsWhatWasQueued) {
   std::atomic<int> ran{0};
   {
