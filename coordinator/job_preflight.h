@@ -4,10 +4,11 @@
 //
 // Checked:
 //   - dataset.path (fashion-mnist, image-folder), teacher/student.weights_path,
-//     torchscript_path and exported_path (with its <path>.json sidecar) exist on the coordinator's host, when they are local paths (not URLs);
-//     checkpoint.dir is a directory the coordinator can write, or can create.
-//     Off with PreflightOptions.check_paths = false for setups where the coordinator cannot see
-//     the workers' files (a Kubernetes coordinator pod without the dataset volume).
+//     torchscript_path and exported_path (with its <path>.json sidecar) exist on the coordinator's
+//     host, when they are local paths (not URLs); checkpoint.dir is a directory the coordinator can
+//     write, or can create. Off with PreflightOptions.check_paths = false for setups where the
+//     coordinator cannot see the workers' files (a Kubernetes coordinator pod without the dataset
+//     volume).
 //   - For built-in ViT presets: dataset.image_size is divisible by the preset's patch size and
 //     equals the image size the preset was built for (its position embeddings fix it).
 // Thread-compatible; touches the filesystem only to stat paths.

@@ -1,7 +1,8 @@
 // The built-in ViT presets' shapes: the one table of them. Torch-free, so that the coordinator
 // checks a job spec against it (known name, image size vs patch size) without linking the
 // trainer; trainer/models/vit.cc builds its VitConfig presets from it, so the two cannot drift.
-// To add a preset, add a row in vit_presets.inc (the Python reference programs read it too). Immutable data: safe from any thread.
+// To add a preset, add a row in vit_presets.inc (the Python reference programs read it too).
+// Immutable data: safe from any thread.
 #pragma once
 
 #include <cstdint>

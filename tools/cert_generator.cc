@@ -66,8 +66,7 @@ Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& value)
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  std::unique_ptr<X509_EXTENSION, Free> ext(
-      X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
+  std::unique_ptr<X509_EXTENSION, Free> ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
   if (!ext || X509_add_ext(cert, ext.get(), -1) != 1)
     return OpensslError(std::string("adding ") + OBJ_nid2sn(nid) + " " + value);
   return Status::Ok();
@@ -104,11 +103,11 @@ StatusOr<Issued> Issue(const std::string& cn, const std::string& ou, const Issue
   X509* issuer = ca ? ca->cert.get() : x;
   if (X509_set_issuer_name(x, X509_get_subject_name(issuer)) != 1)
     return OpensslError("setting the issuer of " + cn);
-  RETORT_RETURN_IF_ERROR(
-      AddExtension(x, issuer, NID_basic_constraints, ca ? "critical,CA:FALSE" : "critical,CA:TRUE"));
-  RETORT_RETURN_IF_ERROR(AddExtension(x, issuer, NID_key_usage,
-                                      ca ? "critical,digitalSignature,keyEncipherment"
-                                         : "critical,keyCertSign,cRLSign"));
+  RETORT_RETURN_IF_ERROR(AddExtension(x, issuer, NID_basic_constraints,
+                                      ca ? "critical,CA:FALSE" : "critical,CA:TRUE"));
+  RETORT_RETURN_IF_ERROR(AddExtension(
+      x, issuer, NID_key_usage,
+      ca ? "critical,digitalSignature,keyEncipherment" : "critical,keyCertSign,cRLSign"));
   RETORT_RETURN_IF_ERROR(AddExtension(x, issuer, NID_subject_key_identifier, "hash"));
   if (ca) {
     RETORT_RETURN_IF_ERROR(AddExtension(x, issuer, NID_authority_key_identifier, "keyid:always"));

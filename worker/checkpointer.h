@@ -11,8 +11,8 @@
 //   Reading: list the committed checkpoints and read this rank's range of one, verified.
 //
 // Threading: every method on the training thread; queued tasks (begin, write, ack, and the acks
-// of refusals) run on the writer's thread and touch only their snapshot and the client. Owns the writer (its destructor drains);
-// borrows the client and the pause points, which outlive it.
+// of refusals) run on the writer's thread and touch only their snapshot and the client. Owns the
+// writer (its destructor drains); borrows the client and the pause points, which outlive it.
 #pragma once
 
 #include <cstdint>

@@ -50,9 +50,9 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
                                                       int64_t begin, int64_t end);
-// Evaluates a teacher loaded from weights_path or exported_path on the first 512 samples of `test` and refuses
-// it (FAILED_PRECONDITION naming the file and the figures) when its top-1 is below 1.5x chance,
-// unless distillation.allow_untrained_teacher. OK without a teacher, weights or evaluation.
+// Evaluates a teacher loaded from weights_path or exported_path on the first 512 samples of `test`
+// and refuses it (FAILED_PRECONDITION naming the file and the figures) when its top-1 is below 1.5x
+// chance, unless distillation.allow_untrained_teacher. OK without a teacher, weights or evaluation.
 Status CheckTeacherBeatsChance(const v1::JobSpec& job, trainer::Model& teacher,
                                const trainer::data::Dataset& test);
 // Optimizer steps the job runs: `steps`, or epochs x steps per epoch.

@@ -121,8 +121,7 @@ std::vector<std::string> JoinMembers(Stubs& stubs, int n, int window, const std:
       if (s.ok()) {
         ids[i] = call->resp.member_id();
         if (secrets) (*secrets)[static_cast<size_t>(i)] = call->resp.member_secret();
-      }
-      else
+      } else
         std::fprintf(stderr, "join %d failed: %s\n", i, s.error_message().c_str());
       --in_flight;
       ++done;

@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     auto t = rt::VitPreset(teacher_spec), s = rt::VitPreset(student_spec);
     if (t.ok() && s.ok()) {
       if (gflop_model <= 0) gflop_model = rt::KdTrainingFlopsPerSample(*s, &*t) / 1e9;
-      gflop_computed = gflop_model * rt::KdTrainingFlopsPerSample(*s, &*t, rt::FlopsCount::kComputed) /
+      gflop_computed = gflop_model *
+                       rt::KdTrainingFlopsPerSample(*s, &*t, rt::FlopsCount::kComputed) /
                        rt::KdTrainingFlopsPerSample(*s, &*t);
     }
   }

@@ -134,8 +134,8 @@ TEST(UcxIntruderTest, AMessageWithoutTheGenerationsKeyMatchesNoReceive) {
   // Rank 1's message, under the keyed tag, is the one that lands.
   auto send = ranks[1]->PostDetachedSend(0, first, genuine.data(), genuine.size());
   ASSERT_TRUE(send.ok()) << send.status();
-  auto done = Drive(*ranks[0], **recv, intruder, ranks[1].get(), send->get(),
-                    Deadline::AfterMs(5000));
+  auto done =
+      Drive(*ranks[0], **recv, intruder, ranks[1].get(), send->get(), Deadline::AfterMs(5000));
   ASSERT_TRUE(done.has_value()) << "rank 1's message never arrived";
   EXPECT_TRUE(done->ok()) << *done;
   EXPECT_EQ(landing, genuine);

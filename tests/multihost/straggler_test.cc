@@ -38,7 +38,7 @@ TEST_F(StragglerTest, TheWorkerOnACpuThrottledHostIsNamedTheStraggler) {
   ClusterOptions options;
   options.hosts = hosts.get();
   options.coordinator_host = 0;
-  options.port = 7070;  // the coordinator has host 0's network to itself
+  options.port = 7070;              // the coordinator has host 0's network to itself
   options.comm_timeout_ms = 60000;  // the slow host's steps are several times longer
   ElasticCluster c(job, options);
   dirs_.push_back(c.dir());
@@ -57,8 +57,8 @@ TEST_F(StragglerTest, TheWorkerOnACpuThrottledHostIsNamedTheStraggler) {
     std::cout << "[ finding  ] " << f.rule << ": " << f.text << "\n";
     if (f.rule == "straggler") stragglers.push_back(f);
   }
-  ASSERT_EQ(stragglers.size(), 1u) << "expected exactly one straggler (the worker on "
-                                   << hosts->name(kSlowHost) << ")";
+  ASSERT_EQ(stragglers.size(), 1u)
+      << "expected exactly one straggler (the worker on " << hosts->name(kSlowHost) << ")";
   ASSERT_EQ(stragglers[0].workers.size(), 1u);
   EXPECT_EQ(stragglers[0].workers[0], hosts->name(kSlowHost) + "-0")
       << "the straggler named is not the throttled host's worker";

@@ -38,8 +38,8 @@ TEST(PausePointsTest, PausesOncePerPointAndEndsWhenReleased) {
     newer = true;
   });
   const auto start = SteadyClock::now();
-  EXPECT_TRUE(points.Reach(kPauseGenerationSwitch, "generation 3, rank 1",
-                           [&] { return newer.load(); }));
+  EXPECT_TRUE(
+      points.Reach(kPauseGenerationSwitch, "generation 3, rank 1", [&] { return newer.load(); }));
   publisher.join();
   EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(30));
   EXPECT_FALSE(points.Reach(kPauseGenerationSwitch, "again")) << "pauses once";
