@@ -1,5 +1,7 @@
 // Every retry and polling policy of the project, named in one place. A policy is where the wait
-// starts and the most it grows to; Backoff (common/backoff.h) doubles it with full jitter.
+// starts and the most it grows to; Backoff (common/backoff.h) doubles it with full jitter, and
+// Nth() without jitter. Policies whose bounds come from flags (the launcher's restart delay,
+// the coordinator's persist retry) are built from those flags with DoublingDelay.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,8 @@ struct BackoffPolicy {
   std::chrono::milliseconds initial;
   std::chrono::milliseconds max;
   Backoff Make() const { return Backoff(initial, max); }
+  // The n-th wait (n >= 1) without jitter.
+  std::chrono::milliseconds Nth(int n) const { return DoublingDelay(initial, max, n); }
 };
 
 namespace backoff_policies {
@@ -29,6 +33,9 @@ inline constexpr BackoffPolicy kWatchReconnect{milliseconds(100), milliseconds(1
 inline constexpr BackoffPolicy kCoordinatorAway{milliseconds(100), milliseconds(2000)};
 // Leaving with the job's completion while the coordinator restarts.
 inline constexpr BackoffPolicy kLeave{milliseconds(200), milliseconds(2000)};
+// A worker whose generation failed and saw no new one for this long leaves and re-joins to
+// force one (worker/training_session.cc); doubles for each time in a row.
+inline constexpr BackoffPolicy kStuckGenerationRejoin{milliseconds(10000), milliseconds(60000)};
 // Checkpoint RPCs across a coordinator restart: a steady 200 ms.
 inline constexpr BackoffPolicy kCheckpointRpc{milliseconds(200), milliseconds(200)};
 

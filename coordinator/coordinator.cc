@@ -8,6 +8,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include "common/backoff.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "coordinator/job_spec.h"
@@ -471,9 +472,10 @@ void Coordinator::FormGenerationLocked() {
     // Publishing a generation we could not persist would break monotonicity after a restart.
     // Retry with backoff (the disk may be full for a while); log once per generation and error.
     ++persist_failures_;
-    const int64_t wait_ms = std::min<int64_t>(
-        options_.persist_retry_max_ms, options_.tick_ms << std::min(persist_failures_ - 1, 16));
-    next_persist_attempt_ = now + std::chrono::milliseconds(wait_ms);
+    const std::chrono::milliseconds wait =
+        DoublingDelay(std::chrono::milliseconds(options_.tick_ms),
+                      std::chrono::milliseconds(options_.persist_retry_max_ms), persist_failures_);
+    next_persist_attempt_ = now + wait;
     std::string what = "generation " + std::to_string(number) + ": " + st.ToString();
     if (what != persist_failure_logged_) {
       LOG_ERROR("coordinator") << "cannot persist " << what << "; retrying with backoff (up to "

@@ -6,12 +6,12 @@
 #include <csignal>
 #include <utility>
 
+#include "common/backoff.h"
+
 namespace retort::tools {
 
 std::chrono::milliseconds RestartDelay(const RestartPolicy& policy, int restart) {
-  auto delay = policy.initial;
-  for (int i = 1; i < restart && delay < policy.max; ++i) delay *= 2;
-  return std::min(delay, policy.max);
+  return DoublingDelay(policy.initial, policy.max, restart);
 }
 
 std::string DescribeExit(int code) {

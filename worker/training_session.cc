@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/backoff_policies.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "trainer/cpu_runtime.h"
@@ -32,8 +33,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatchWaitMs = 120000;
 // See Train(): how long a worker whose generation failed waits for the next one.
-constexpr int64_t kStuckGenerationMs = 10000;
-constexpr int64_t kMaxStuckGenerationMs = 60000;
+constexpr const BackoffPolicy& kStuckGeneration = backoff_policies::kStuckGenerationRejoin;
 
 // Control flags all-reduced at every step boundary.
 enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
@@ -151,9 +151,10 @@ Status TrainingSession::Train() {
   // After a failed generation, how long to wait for the coordinator's next one before forcing
   // a membership change (when nobody died, nobody else would).
   // Doubles with every forced re-join in a row (transient failures back off), back to
-  // kStuckGenerationMs once a generation completes a step.
+  // its first wait once a generation completes a step (kStuckGeneration).
   std::optional<Deadline> stuck_deadline;
-  int64_t stuck_ms = kStuckGenerationMs;
+  int stuck_rejoins = 0;  // forced re-joins in a row
+  int64_t stuck_ms = kStuckGeneration.Nth(1).count();
   GenerationStartFailures start_failures;
   while (!done_) {
     bool timed_out = false;
@@ -163,7 +164,7 @@ Status TrainingSession::Train() {
       LOG_WARN("trainer") << "no new generation " << stuck_ms << " ms after generation "
                           << active_generation_ << " failed; leaving and re-joining to force one";
       RejoinToRecover();
-      stuck_ms = std::min(stuck_ms * 2, kMaxStuckGenerationMs);
+      stuck_ms = kStuckGeneration.Nth(++stuck_rejoins + 1).count();
       stuck_deadline = Deadline::AfterMs(stuck_ms);
       continue;
     }
@@ -191,7 +192,10 @@ Status TrainingSession::Train() {
     start_failures.Started();
     const int64_t first_step = global_step_;
     s = RunSteps(*a);
-    if (global_step_ > first_step) stuck_ms = kStuckGenerationMs;
+    if (global_step_ > first_step) {
+      stuck_rejoins = 0;
+      stuck_ms = kStuckGeneration.Nth(1).count();
+    }
     if (!s.ok() && FailJobIfRecurring(*a, s)) return s;
     if (!s.ok()) {
       LOG_WARN("trainer") << "generation " << a->generation.number() << " interrupted: " << s;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <vector>
 
+#include "common/backoff_policies.h"
+
 namespace retort {
 namespace {
 
@@ -36,6 +38,19 @@ struct ScriptedCall {
     return value;
   }
 };
+
+TEST(DoublingDelayTest, DoublesFromInitialAndCapsAtMaxForAnyAttempt) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(DoublingDelay(milliseconds(50), milliseconds(5000), 1), milliseconds(50));
+  EXPECT_EQ(DoublingDelay(milliseconds(50), milliseconds(5000), 2), milliseconds(100));
+  EXPECT_EQ(DoublingDelay(milliseconds(50), milliseconds(5000), 7), milliseconds(3200));
+  EXPECT_EQ(DoublingDelay(milliseconds(50), milliseconds(5000), 8), milliseconds(5000));
+  EXPECT_EQ(DoublingDelay(milliseconds(50), milliseconds(5000), 1 << 30), milliseconds(5000))
+      << "no overflow however many failures in a row";
+  EXPECT_EQ(backoff_policies::kStuckGenerationRejoin.Nth(1), milliseconds(10000));
+  EXPECT_EQ(backoff_policies::kStuckGenerationRejoin.Nth(3), milliseconds(40000));
+  EXPECT_EQ(backoff_policies::kStuckGenerationRejoin.Nth(4), milliseconds(60000));
+}
 
 TEST(RetryTest, TheRetryableSetIsUnavailableDeadlineExceededAndCancelled) {
   EXPECT_TRUE(IsRetryable(StatusCode::kUnavailable));
