@@ -59,6 +59,15 @@ StatusOr<torch::Tensor> ReadBuffers(trainer::KdStep& kd_step, const std::string&
   return blob;
 }
 
+// On the writer's thread: sends `ack` (an ack with its error set: this member's shard of that
+// checkpoint failed); a refusal is logged.
+void SendFailureAck(CoordinatorClient* client, const v1::AckCheckpointRequest& ack) {
+  auto acked = client->AckCheckpoint(ack);
+  if (!acked.ok())
+    LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
+                        << " ack refused: " << acked.status();
+}
+
 // Writes `shard` (and rank 0's `buffers`) into `dir`; the files go into `ack`, or the error.
 void WriteShardFiles(const ShardSnapshot& shard, const torch::Tensor& buffers,
                      const std::string& dir, v1::AckCheckpointRequest* ack) {
@@ -103,14 +112,8 @@ void Checkpointer::AckFailed(v1::AckCheckpointRequest ack, const std::string& er
   ack.set_error(error);
   LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
                       << " failed on this worker: " << error;
-  const bool queued = writer_.Submit(
-      [client = client_, ack] {
-        auto acked = client->AckCheckpoint(ack);
-        if (!acked.ok())
-          LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
-                              << " ack refused: " << acked.status();
-      },
-      ShardWriter::TaskKind::kMessage);
+  const bool queued = writer_.Submit([client = client_, ack] { SendFailureAck(client, ack); },
+                                     ShardWriter::TaskKind::kMessage);
   if (!queued)
     LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id() << ": its failure is not told ("
                         << writer_.pending() << " checkpoint tasks queued); the coordinator "
@@ -214,10 +217,7 @@ bool Checkpointer::WriteIfDue(const PendingCheckpoint& pending, const Checkpoint
                       " at step " + std::to_string(at) + " skipped");
         LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
                             << " failed on this worker: " << ack.error();
-        auto acked = client->AckCheckpoint(ack);
-        if (!acked.ok())
-          LOG_WARN("trainer") << "checkpoint " << ack.checkpoint_id()
-                              << " ack refused: " << acked.status();
+        SendFailureAck(client, ack);
       },
       ShardWriter::TaskKind::kMessage);
   if (!told)
