@@ -37,8 +37,9 @@ double PeakBf16FlopsForDevice(const std::string& name) {
   // Most specific names first ("H100 PCIe" before "H100", "L40S" before "L4", "A100" before
   // "A10").
   static const std::pair<const char*, double> kPeaks[] = {
-      {"H100 PCIe", 756e12}, {"H100 NVL", 835e12}, {"H100", 989.4e12}, {"H200", 989.4e12},
-      {"A100", 312e12},      {"L40S", 362.05e12},  {"L4", 121e12},     {"A10", 125e12},
+      {"H100 PCIe", 756e12}, {"H100 NVL", 835e12}, {"H100", 989.4e12},
+      {"H200 NVL", 835e12},  {"H200", 989.4e12},   {"A100", 312e12},
+      {"L40S", 362.05e12},   {"L4", 121e12},       {"A10", 125e12},
   };
   for (const auto& [key, peak] : kPeaks)
     if (name.find(key) != std::string::npos) return peak;

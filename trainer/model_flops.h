@@ -33,7 +33,7 @@ double KdTrainingFlopsPerSample(const VitConfig& student, const VitConfig* teach
                                 FlopsCount count = FlopsCount::kModel);
 
 // Dense bf16 tensor-core peak (FLOP/s) of a GPU by its CUDA device name, from NVIDIA's data
-// sheets (H100 SXM/PCIe/NVL, H200, A100, L40S, L4, A10); 0 when the name is not known.
+// sheets (H100 SXM/PCIe/NVL, H200 SXM/NVL, A100, L40S, L4, A10); 0 when the name is not known.
 double PeakBf16FlopsForDevice(const std::string& device_name);
 
 }  // namespace retort::trainer

@@ -56,6 +56,7 @@ TEST(ModelFlopsTest, PeakByDeviceNameWithTheMostSpecificNameFirst) {
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H100 PCIe"), 756e12);
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H100 NVL"), 835e12);
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H200"), 989.4e12);
+  EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA H200 NVL"), 835e12);  // not the SXM's
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA A100-SXM4-80GB"), 312e12);
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA A10"), 125e12);
   EXPECT_DOUBLE_EQ(PeakBf16FlopsForDevice("NVIDIA L40S"), 362.05e12);
