@@ -305,6 +305,16 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
     RETORT_ASSIGN_OR_RETURN(ReadyEventPtr done,
                             RecordEvent(options_.device, stream_.get(), ++operations_));
     work->SetDoneEvent(done);
+    // A waiter queries the done event itself before it sleeps, so that a Wait for work the
+    // device already finished (StepWaits::Confirm after the step's host read) returns at once
+    // instead of at the watchdog's next tick. Completing here and in the watchdog is the same
+    // verdict (the event finished: OK; errors break the communicator, which completes the
+    // rest); Complete is idempotent. The waiting thread has selected this device (the
+    // trainer's, trainer/device.h), so the query makes no context elsewhere.
+    work->SetDriver([done](Work* w, Deadline) {
+      if (cudaEventQuery(static_cast<cudaEvent_t>(done->native())) == cudaSuccess)
+        w->Complete(Status::Ok());
+    });
     pending_.push_back(Pending{work, std::move(done)});
     return Status::Ok();
   };
