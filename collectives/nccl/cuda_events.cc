@@ -4,21 +4,31 @@
 
 namespace retort::collectives::nccl {
 
-StatusOr<std::shared_ptr<CudaReadyEvent>> CudaReadyEvent::Create(int device, uint64_t serial) {
-  CUDA_CHECK(cudaSetDevice(device), "cuda event: selecting device " + std::to_string(device));
-  cudaEvent_t e = nullptr;
-  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda event: creating");
-  return std::shared_ptr<CudaReadyEvent>(new CudaReadyEvent(CudaEvent(e), serial));
+std::shared_ptr<CudaEventPool> MakeCudaEventPool(int device) {
+  return CudaEventPool::Create([device]() -> StatusOr<CudaEvent> {
+    CUDA_CHECK(cudaSetDevice(device), "cuda event: selecting device " + std::to_string(device));
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda event: creating");
+    return CudaEvent(e);
+  });
 }
 
-StatusOr<ReadyEventPtr> RecordEvent(int device, cudaStream_t stream, uint64_t serial) {
-  RETORT_ASSIGN_OR_RETURN(auto event, CudaReadyEvent::Create(device, serial));
+StatusOr<std::shared_ptr<CudaReadyEvent>> CudaReadyEvent::Create(CudaEventPool& pool,
+                                                                 uint64_t serial) {
+  RETORT_ASSIGN_OR_RETURN(std::shared_ptr<CudaEvent> event, pool.Acquire());
+  return std::shared_ptr<CudaReadyEvent>(new CudaReadyEvent(std::move(event), serial));
+}
+
+StatusOr<ReadyEventPtr> RecordEvent(int device, CudaEventPool& pool, cudaStream_t stream,
+                                    uint64_t serial) {
+  CUDA_CHECK(cudaSetDevice(device), "cuda event: selecting device " + std::to_string(device));
+  RETORT_ASSIGN_OR_RETURN(auto event, CudaReadyEvent::Create(pool, serial));
   CUDA_CHECK(cudaEventRecord(event->get(), stream), "cuda event: recording on a stream");
   return ReadyEventPtr(std::move(event));
 }
 
 StatusOr<ReadyEventPtr> CudaStreamEvents::RecordReady() {
-  return RecordEvent(device_, stream_, ++serial_);
+  return RecordEvent(device_, *pool_, stream_, ++serial_);
 }
 
 Status CudaStreamEvents::StreamWait(const ReadyEvent& event) {

@@ -10,22 +10,30 @@
 #include <memory>
 #include <string>
 
+#include "collectives/handle_pool.h"
 #include "collectives/nccl/nccl_handles.h"
 #include "collectives/ready_event.h"
 
 namespace retort::collectives::nccl {
 
+// Reusable events (without timing) of one device (handle_pool.h): one cudaEventCreate per event
+// alive at a time, not per operation. Re-recording an event a stream was made to wait for is
+// safe: the wait was bound to the record before it.
+using CudaEventPool = HandlePool<CudaEvent>;
+std::shared_ptr<CudaEventPool> MakeCudaEventPool(int device);
+
 class CudaReadyEvent final : public ReadyEvent {
  public:
-  // A new event of `device` (not recorded yet).
-  static StatusOr<std::shared_ptr<CudaReadyEvent>> Create(int device, uint64_t serial);
-  void* native() const override { return event_.get(); }
+  // An event of `pool` (not recorded yet), given back to it with the last owner.
+  static StatusOr<std::shared_ptr<CudaReadyEvent>> Create(CudaEventPool& pool, uint64_t serial);
+  void* native() const override { return event_->get(); }
   uint64_t serial() const override { return serial_; }
-  cudaEvent_t get() const { return event_.get(); }
+  cudaEvent_t get() const { return event_->get(); }
 
  private:
-  CudaReadyEvent(CudaEvent event, uint64_t serial) : event_(std::move(event)), serial_(serial) {}
-  CudaEvent event_;
+  CudaReadyEvent(std::shared_ptr<CudaEvent> event, uint64_t serial)
+      : event_(std::move(event)), serial_(serial) {}
+  std::shared_ptr<CudaEvent> event_;
   const uint64_t serial_;
 };
 
@@ -33,7 +41,8 @@ class CudaReadyEvent final : public ReadyEvent {
 // is LibTorch's default current stream).
 class CudaStreamEvents final : public DeviceEvents {
  public:
-  CudaStreamEvents(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  CudaStreamEvents(int device, cudaStream_t stream)
+      : device_(device), stream_(stream), pool_(MakeCudaEventPool(device)) {}
   StatusOr<ReadyEventPtr> RecordReady() override;
   Status StreamWait(const ReadyEvent& event) override;
   std::string name() const override;
@@ -41,11 +50,13 @@ class CudaStreamEvents final : public DeviceEvents {
  private:
   const int device_;
   const cudaStream_t stream_;
+  const std::shared_ptr<CudaEventPool> pool_;
   std::atomic<uint64_t> serial_{0};
 };
 
-// Records a new event of `device` on `stream`: what a backend attaches to a Work as its done
-// event (Work::SetDoneEvent) after its last kernel.
-StatusOr<ReadyEventPtr> RecordEvent(int device, cudaStream_t stream, uint64_t serial);
+// Records an event of `pool` (of `device`) on `stream`: what a backend attaches to a Work as
+// its done event (Work::SetDoneEvent) after its last kernel.
+StatusOr<ReadyEventPtr> RecordEvent(int device, CudaEventPool& pool, cudaStream_t stream,
+                                    uint64_t serial);
 
 }  // namespace retort::collectives::nccl

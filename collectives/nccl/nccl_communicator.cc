@@ -157,6 +157,7 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   cudaEvent_t event = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "nccl: creating event");
   c->caller_ready_ = CudaEvent(event);
+  c->done_events_ = MakeCudaEventPool(o.device);
   void* scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&scratch, sizeof(float)), "nccl: allocating barrier scratch");
   c->barrier_scratch_ = DeviceBuffer(scratch);
@@ -302,8 +303,8 @@ WorkPtr NcclCommunicator::Enqueue(const std::string& description, const Collecti
         }));
     // The done event: the watchdog polls it, and a consumer's stream may wait for it
     // device-side (Work::StreamWait) instead of the host waiting for the Work.
-    RETORT_ASSIGN_OR_RETURN(ReadyEventPtr done,
-                            RecordEvent(options_.device, stream_.get(), ++operations_));
+    RETORT_ASSIGN_OR_RETURN(ReadyEventPtr done, RecordEvent(options_.device, *done_events_,
+                                                            stream_.get(), ++operations_));
     work->SetDoneEvent(done);
     // A waiter queries the done event itself before it sleeps, so that a Wait for work the
     // device already finished (StepWaits::Confirm after the step's host read) returns at once

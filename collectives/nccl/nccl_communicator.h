@@ -38,6 +38,7 @@
 #include "collectives/bootstrap_store.h"
 #include "collectives/communicator.h"
 #include "collectives/cuda_data_plane.h"
+#include "collectives/nccl/cuda_events.h"
 #include "collectives/nccl/nccl_call_plan.h"
 #include "collectives/nccl/nccl_handles.h"
 #include "common/mutex.h"
@@ -108,6 +109,7 @@ class NcclCommunicator final : public Communicator {
   CudaMemPool scratch_pool_;  // keeps what it had: padded collectives recur every step
   CudaStream stream_;
   CudaEvent caller_ready_;
+  std::shared_ptr<CudaEventPool> done_events_;  // the operations' done events, reused
   DeviceBuffer barrier_scratch_;
   NcclComm comm_;
   Mutex mu_;
