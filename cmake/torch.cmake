@@ -84,9 +84,43 @@ else()
   list(APPEND _retort_torch_libs OpenMP::OpenMP_CXX)
 endif()
 
+# The wheels ship protobuf's headers in include/google/protobuf. Ours come from the system's
+# protoc and must be compiled against the system's headers, which LibTorch's include folder
+# (searched first) would shadow: torch 2.15's are 3.21.12 like Debian bookworm's, torch 2.11's
+# (the GPU machines' image) are 3.13.0, and the generated code does not compile against them.
+# When the two versions differ, LibTorch's include folder is replaced by a folder of links to
+# everything in it but google/ (LibTorch's own headers do not include protobuf's).
+set(_retort_torch_include "${RETORT_TORCH_ROOT}/include")
+set(_retort_torch_pb "${_retort_torch_include}/google/protobuf/stubs/common.h")
+find_path(_retort_system_pb_include google/protobuf/stubs/common.h NO_CACHE)
+if(EXISTS "${_retort_torch_pb}" AND _retort_system_pb_include)
+  file(STRINGS "${_retort_torch_pb}" _retort_torch_pb_version
+       REGEX "^#define GOOGLE_PROTOBUF_VERSION ")
+  file(STRINGS "${_retort_system_pb_include}/google/protobuf/stubs/common.h"
+       _retort_system_pb_version REGEX "^#define GOOGLE_PROTOBUF_VERSION ")
+  string(REGEX REPLACE "[^0-9]" "" _retort_torch_pb_version "${_retort_torch_pb_version}")
+  string(REGEX REPLACE "[^0-9]" "" _retort_system_pb_version "${_retort_system_pb_version}")
+  if(NOT _retort_torch_pb_version STREQUAL _retort_system_pb_version)
+    set(_retort_torch_include "${CMAKE_BINARY_DIR}/torch-include-without-protobuf")
+    file(REMOVE_RECURSE "${_retort_torch_include}")
+    file(MAKE_DIRECTORY "${_retort_torch_include}")
+    file(GLOB _retort_torch_entries RELATIVE "${RETORT_TORCH_ROOT}/include"
+         "${RETORT_TORCH_ROOT}/include/*")
+    foreach(entry ${_retort_torch_entries})
+      if(NOT entry STREQUAL "google")
+        file(CREATE_LINK "${RETORT_TORCH_ROOT}/include/${entry}"
+             "${_retort_torch_include}/${entry}" SYMBOLIC)
+      endif()
+    endforeach()
+    message(STATUS "retort: LibTorch's protobuf headers (${_retort_torch_pb_version}) differ from "
+                   "the system's (${_retort_system_pb_version}): LibTorch's include folder is "
+                   "used without them (${_retort_torch_include})")
+  endif()
+endif()
+
 add_library(retort_torch INTERFACE)
 target_include_directories(retort_torch SYSTEM INTERFACE
-  "${RETORT_TORCH_ROOT}/include" "${RETORT_TORCH_ROOT}/include/torch/csrc/api/include")
+  "${_retort_torch_include}" "${RETORT_TORCH_ROOT}/include/torch/csrc/api/include")
 target_link_libraries(retort_torch INTERFACE ${_retort_torch_libs})
 target_compile_options(retort_torch INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
 target_compile_features(retort_torch INTERFACE cxx_std_20)
