@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "trainer/data/batch.h"
+#include "trainer/device.h"
 #include "trainer/flat_parameters.h"
 #include "trainer/grad_reducer.h"
 #include "trainer/host_staging.h"
@@ -88,6 +89,12 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
   if (options.local_parallelism < 1)
     return InvalidArgumentError("KdStep: local_parallelism must be >= 1, got " +
                                 std::to_string(options.local_parallelism));
+  // The device first: a CUDA device given by index is this thread's current one from here on
+  // (a bare "cuda" means the current one, which is left as it is).
+  if (options.device.is_cuda() && options.device.has_index()) {
+    RETORT_RETURN_IF_ERROR(SelectThreadDevice(options.device.index(), options.device_selector,
+                                              "KdStep: device " + options.device.str()));
+  }
   if (options.device.is_cuda() && !torch::cuda::is_available())
     return FailedPreconditionError("KdStep: device " + options.device.str() +
                                    " was asked for but no CUDA device is visible");

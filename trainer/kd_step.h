@@ -40,6 +40,7 @@
 
 namespace retort::trainer {
 
+class DeviceSelector;
 class FlatParameters;
 class GradReducer;
 class Model;
@@ -53,6 +54,10 @@ struct KdStepOptions {
   int64_t comm_timeout_ms = 120000;   // deadline of each step's collectives
   // Where teacher, student, flat buffers and optimizer state live ("cpu", "cuda:0", ...).
   torch::Device device = torch::kCPU;
+  // Create() makes `device` the calling thread's current CUDA device through this (null: the
+  // CUDA runtime's; trainer/device.h) before anything touches it; Step() and the rest must run
+  // on a thread that selected it too (the creating thread does). Borrowed.
+  DeviceSelector* device_selector = nullptr;
   bool teacher_bf16_on_cuda = true;  // CUDA: the frozen teacher's weights and forward in bf16
   bool student_bf16_on_cuda = true;  // CUDA: bf16 autocast for the student forward and loss
   AdamWKernel optimizer_kernel = AdamWKernel::kAuto;

@@ -107,6 +107,7 @@ trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool trai
   trainer::data::LoaderOptions o;
   o.decode_device = decode_device;
   o.pin_memory = CudaIndex(device) >= 0;
+  o.cuda_device = CudaIndex(device);  // every decode thread selects the worker's device
   o.global_batch = job.global_batch();
   o.seed = job.seed();
   o.drop_last = train;

@@ -35,7 +35,8 @@ StatusOr<std::shared_ptr<const trainer::data::Dataset>> OpenDataset(const v1::Jo
 // The loader of a worker that trains on `device` ("cpu" or "cuda:N"). `decode_device`:
 // ResolveDecodeDevice's answer (-1: decode into host memory). On a CUDA device the host batches
 // (and the labels of device-decoded ones) are pinned, so the step's non_blocking copy to the GPU
-// is asynchronous; on the CPU they are not (pinning needs CUDA and would gain nothing).
+// is asynchronous; on the CPU they are not (pinning needs CUDA and would gain nothing). Its
+// decode threads select the worker's CUDA device (LoaderOptions::cuda_device).
 // Batches stay float32, normalised on the host: carrying uint8 to the GPU and normalising there
 // (4x fewer bytes) would not be exact for image folders, whose samples are normalised before any
 // rounding to a grey level (tests/trainer/data_uint8_carry_test.cc says by how much).

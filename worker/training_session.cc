@@ -85,6 +85,9 @@ void TrainingSession::OnLeaving(const std::string& /*reason*/, Deadline deadline
 
 Status TrainingSession::Setup(const v1::JobSpec& job) {
   job_ = job;
+  // This (the agent's) thread loads and checks the teacher on the device: select it first.
+  RETORT_RETURN_IF_ERROR(trainer::SelectThreadDevice(
+      CudaIndex(options_.device), options_.device_selector, "worker setup on " + options_.device));
   checkpointer_ = std::make_unique<Checkpointer>(client_, job.checkpoint().every_steps(),
                                                  job.seed(), options_.pause_points);
   int threads = options_.threads > 0 ? options_.threads : std::max(1, job.threads_per_worker());
@@ -107,9 +110,10 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(const int decode_device, ResolveDecodeDevice(job, options_.device));
   if (decode_device >= 0)
     LOG_INFO("trainer") << "JPEGs decode on cuda:" << decode_device << " (nvJPEG)";
-  RETORT_ASSIGN_OR_RETURN(
-      loader_, trainer::data::Loader::Create(
-                   train_set_, MakeLoaderOptions(job, true, options_.device, decode_device)));
+  trainer::data::LoaderOptions loader_options =
+      MakeLoaderOptions(job, true, options_.device, decode_device);
+  loader_options.device_selector = options_.device_selector;
+  RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, loader_options));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
@@ -129,7 +133,10 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
 }
 
 void TrainingSession::TrainingThread() {
-  Status s = Train();
+  // Every allocation, kernel and pinned buffer of the steps below is on this thread.
+  Status s = trainer::SelectThreadDevice(CudaIndex(options_.device), options_.device_selector,
+                                         "training thread on " + options_.device);
+  if (s.ok()) s = Train();
   if (tracer_) tracer_->Flush();  // a window the job ended inside
   if (!s.ok()) LOG_ERROR("trainer") << "training stopped: " << s;
   if (checkpointer_ && !checkpointer_->Drain(Deadline::AfterMs(options_.comm_timeout_ms)))
@@ -243,6 +250,7 @@ Status TrainingSession::AttachStep(trainer::ShardPlan plan) {
   // The first generation: the models built in Setup() move into the step for good.
   trainer::KdStepOptions step_options = MakeKdStepOptions(job_, total_steps_);
   step_options.device = torch::Device(options_.device);
+  step_options.device_selector = options_.device_selector;
   RETORT_ASSIGN_OR_RETURN(
       kd_step_, trainer::KdStep::Create(std::move(teacher_), std::move(student_), shard_comm_.get(),
                                         std::move(plan), step_options));

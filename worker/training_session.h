@@ -34,6 +34,7 @@
 #include "collectives/ucx/cma_chooser.h"
 #include "common/status.h"
 #include "trainer/data/loader.h"
+#include "trainer/device.h"
 #include "trainer/kd_step.h"
 #include "worker/checkpointer.h"
 #include "worker/communicator_shard_comm.h"
@@ -69,6 +70,10 @@ struct TrainingOptions {
   PausePoints* pause_points = nullptr;
   // The training device, resolved ("cpu" or "cuda:N": trainer/device.h).
   std::string device = "cpu";
+  // Selects that device on every thread of the session that touches CUDA (trainer/device.h):
+  // the setup (on the agent's thread), the training thread, the KD step and the loader's decode
+  // threads. Null: the CUDA runtime's. Borrowed; outlives the session.
+  trainer::DeviceSelector* device_selector = nullptr;
   // This worker's identity: names its step log and trace files.
   std::string node = "localhost";
   int local_rank = 0;

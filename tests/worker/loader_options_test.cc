@@ -32,6 +32,16 @@ TEST(LoaderOptionsTest, PinnedExactlyOnCudaDevices) {
   EXPECT_EQ(on_device.decode_device, 1);
 }
 
+TEST(LoaderOptionsTest, DecodeThreadsSelectTheWorkersDevice) {
+  const v1::JobSpec job = SyntheticJob();
+  EXPECT_EQ(MakeLoaderOptions(job, true, "cpu", -1).cuda_device, -1);
+  EXPECT_EQ(MakeLoaderOptions(job, true, "cuda:0", -1).cuda_device, 0);
+  // Decoded on the host for a worker on cuda:3: its threads still select cuda:3 (pinned
+  // memory and the step's copies would otherwise make a context on device 0).
+  EXPECT_EQ(MakeLoaderOptions(job, true, "cuda:3", -1).cuda_device, 3);
+  EXPECT_EQ(MakeLoaderOptions(job, true, "cuda:3", 3).cuda_device, 3);
+}
+
 StatusOr<trainer::Batch> FirstBatch(const std::string& device) {
   const v1::JobSpec job = SyntheticJob();
   RETORT_ASSIGN_OR_RETURN(auto dataset, OpenDataset(job, /*train=*/true));

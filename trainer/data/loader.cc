@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "trainer/data/random.h"
+#include "trainer/device.h"
 
 namespace retort::trainer::data {
 
@@ -238,10 +239,15 @@ Status Loader::DecodeChunkOnDevice(Job& job, int64_t begin, int64_t end, DeviceD
 }
 
 void Loader::DecodeLoop() {
+  // This thread's device first (trainer/device.h): the decoder, pinned memory and LibTorch's
+  // CUDA calls below all use the thread's current device. A failure is every batch's error.
+  const int cuda_device = options_.cuda_device >= 0 ? options_.cuda_device : options_.decode_device;
+  const Status selected =
+      SelectThreadDevice(cuda_device, options_.device_selector, "loader: decode thread");
   // This thread's device decoder (dataset.decode gpu), made on first use; a failure to make one
   // is every batch's error.
   std::unique_ptr<DeviceDecoder> decoder;
-  Status decoder_error;
+  Status decoder_error = selected;
   std::vector<float> scratch;
   auto device_decoder = [&]() -> StatusOr<DeviceDecoder*> {
     if (decoder == nullptr && decoder_error.ok()) {
@@ -273,9 +279,9 @@ void Loader::DecodeLoop() {
     job->next = end;
     ++job->in_flight;
     lock.Unlock();
-    Status status;
+    Status status = selected;
     DeviceDecoder* on_device = nullptr;
-    if (DecodesOnDevice()) {
+    if (status.ok() && DecodesOnDevice()) {
       auto d = device_decoder();
       if (d.ok())
         on_device = *d;

@@ -34,6 +34,10 @@
 #include "trainer/data/dataset.h"
 #include "trainer/data/sampler.h"
 
+namespace retort::trainer {
+class DeviceSelector;
+}  // namespace retort::trainer
+
 namespace retort::trainer::data {
 
 struct LoaderOptions {
@@ -60,6 +64,12 @@ struct LoaderOptions {
   // a later batch may be decoded into memory a pending kernel still reads. KdStep does (each
   // step ends with a host read of its loss).
   int decode_device = -1;
+  // The worker's CUDA device (-1: none; a CPU worker). Every decode thread selects it through
+  // `device_selector` (null: the CUDA runtime's, trainer/device.h) before anything else, so
+  // that no thread of a worker on cuda:N creates a context on device 0; a failed selection is
+  // every batch's error. Defaults to decode_device when that is set and this is not.
+  int cuda_device = -1;
+  DeviceSelector* device_selector = nullptr;  // borrowed; outlives the loader
   // Makes each decode thread's DeviceDecoder. Empty: nvJPEG on decode_device. Tests pass a
   // host-memory decoder with decode_device -1: the device path with batches in host memory.
   std::function<StatusOr<std::unique_ptr<DeviceDecoder>>()> device_decoder_factory;
