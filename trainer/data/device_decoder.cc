@@ -2,9 +2,16 @@
 // the build has it).
 #include "trainer/data/device_decoder.h"
 
+#include <string>
+
 namespace retort::trainer::data {
 
 bool NvjpegDecoderBuilt() { return false; }
+
+StatusOr<std::shared_ptr<const AllocationEvent>> RecordAllocationEvent(int device) {
+  return FailedPreconditionError("a batch on cuda:" + std::to_string(device) +
+                                 " needs the GPU decoder, which this build lacks");
+}
 
 StatusOr<std::unique_ptr<DeviceDecoder>> CreateNvjpegDecoder(int) {
   return FailedPreconditionError(

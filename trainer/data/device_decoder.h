@@ -26,9 +26,35 @@ struct JpegDecodeRequest {
   float* out = nullptr;  // device memory, 3 x out_size x out_size floats
 };
 
+// Where a device batch's memory became usable: an event recorded on the stream that allocated
+// it (the consumer's current stream, through LibTorch's caching allocator), right after the
+// allocation. The allocator hands out a block as soon as the kernels that used it are queued on
+// that stream, not finished, so a write on another stream must be ordered after this event or
+// it can overwrite memory a pending kernel of the last batch still reads. Immutable; shared by
+// the decode threads that write the batch.
+class AllocationEvent {
+ public:
+  virtual ~AllocationEvent() = default;
+  virtual void* native() const = 0;              // the cudaEvent_t (null in host-memory tests)
+  virtual uint64_t serial() const { return 0; }  // for tests of the order
+};
+
+// An AllocationEvent recorded on the calling thread's current stream of CUDA device `device`
+// (the thread that just allocated a batch there). FAILED_PRECONDITION in a build without
+// nvJPEG (where no batch lives on a GPU).
+StatusOr<std::shared_ptr<const AllocationEvent>> RecordAllocationEvent(int device);
+
 class DeviceDecoder {
  public:
   virtual ~DeviceDecoder() = default;
+  // Orders every later write of this decoder (DecodeJpeg, DecodeJpegBatch, Upload) after
+  // `allocated` on the device, without a host wait (nvJPEG: its stream waits for the event).
+  // The loader calls it before each chunk of a device batch. Host-memory decoders (tests) need
+  // no order: this default does nothing.
+  virtual Status OrderAfter(const AllocationEvent& allocated) {
+    (void)allocated;
+    return Status::Ok();
+  }
   // Decodes the JPEG in `bytes`, crops `geometry.box` (in full-size pixels), resizes it to
   // out_size x out_size with the CPU path's resampling (ResampleTaps), mirrors it when
   // `geometry.flip`, normalises with `norm` and writes 3 x out_size x out_size floats (CHW) to

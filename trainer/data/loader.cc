@@ -23,6 +23,9 @@ struct Loader::Job {
   std::vector<uint64_t> used_seeds;
   torch::Tensor images;
   torch::Tensor labels;
+  // Device batches: where `images` became usable on the consumer's stream (set before the job
+  // is queued, immutable after).
+  std::shared_ptr<const AllocationEvent> allocated;
   float* image_data = nullptr;
   int64_t* label_data = nullptr;
   int64_t chunk = 1;
@@ -135,6 +138,11 @@ Status Loader::RefillLocked() {
     job->images = torch::empty({n, shape.channels, shape.height, shape.width},
                                image_options.dtype(torch::kFloat32));
     job->labels = torch::empty({n}, pinned.dtype(torch::kInt64));
+    if (options_.allocation_event && DecodesOnDevice()) {
+      RETORT_ASSIGN_OR_RETURN(job->allocated, options_.allocation_event());
+    } else if (options_.decode_device >= 0) {
+      RETORT_ASSIGN_OR_RETURN(job->allocated, RecordAllocationEvent(options_.decode_device));
+    }
     job->image_data = job->images.data_ptr<float>();
     job->label_data = job->labels.data_ptr<int64_t>();
     // Chunks small enough to spread one batch over all threads, large enough to amortise the
@@ -291,6 +299,10 @@ void Loader::DecodeLoop() {
     // DecodeSlot turns a throwing dataset into the batch's error; this catches the rest (an
     // allocation failure), so no exception leaves a decode thread.
     try {
+      // The batch's memory may still be read on the consumer's stream: this decoder's writes
+      // wait there first (on the device).
+      if (status.ok() && on_device != nullptr && job->allocated != nullptr)
+        status = on_device->OrderAfter(*job->allocated);
       if (status.ok() && on_device != nullptr) {
         status = DecodeChunkOnDevice(*job, begin, end, *on_device, &scratch);
       } else {

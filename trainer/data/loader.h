@@ -58,12 +58,20 @@ struct LoaderOptions {
   // folders, CPU decoding and an upload otherwise). Needs a CUDA-enabled LibTorch and the
   // device: Create() returns FailedPrecondition otherwise. -1: host memory.
   // Streams: a batch is finished (its decoders synchronised their own streams) when Next()
-  // returns it, so work on any stream may read it. Its memory comes from PyTorch's allocator on
-  // the consumer's current stream and is written on the decoders' streams, which do not wait
-  // for that stream: a consumer must have finished its work on a batch before dropping it, or
-  // a later batch may be decoded into memory a pending kernel still reads. KdStep does (each
-  // step ends with a host read of its loss).
+  // returns it, so work on any stream may read it. Its memory comes from PyTorch's caching
+  // allocator on the consumer's current stream (in Seek/Next, on the consumer's thread), and
+  // an AllocationEvent recorded there right after orders every decoder's writes to it
+  // (DeviceDecoder::OrderAfter): a kernel still reading the memory of a dropped batch finishes
+  // before a later batch is decoded into it, without the consumer synchronising. No
+  // recordStream is needed for the decoders' streams: each decoder waits for its own writes
+  // before it lets go of the batch (an abandoned batch too), so when the allocator gets the
+  // memory back only the consumer's stream can still use it.
   int decode_device = -1;
+  // Records the AllocationEvent of a device batch (decode_device >= 0 or a
+  // device_decoder_factory), called on the consumer's thread right after the allocation; an
+  // error is Seek's or Next's. Empty: RecordAllocationEvent(decode_device) when decode_device >=
+  // 0, none otherwise. Tests pass a recording one.
+  std::function<StatusOr<std::shared_ptr<const AllocationEvent>>()> allocation_event;
   // The worker's CUDA device (-1: none; a CPU worker). Every decode thread selects it through
   // `device_selector` (null: the CUDA runtime's, trainer/device.h) before anything else, so
   // that no thread of a worker on cuda:N creates a context on device 0; a failed selection is

@@ -12,9 +12,13 @@
 // training step and NCCL included), and what a call needs (one image, or one block for the
 // whole batch sized by its images, the taps, the scratch) is taken for the call and given back
 // at its end, so memory is shared with training instead of held per batch position at the
-// largest image ever seen. One per decode thread, used by that thread only.
+// largest image ever seen. The decoder's stream waits for the batch's allocation event before
+// it writes a row (OrderAfter, device_decoder.h). One per decode thread, used by that thread
+// only.
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
@@ -256,6 +260,14 @@ class NvjpegDecoder final : public DeviceDecoder {
     for (size_t i : batched_) (*results)[i] = done;
   }
 
+  Status OrderAfter(const AllocationEvent& allocated) override {
+    if (allocated.native() == nullptr) return Status::Ok();
+    RETURN_IF_CUDA(cudaSetDevice(device_), "selecting device " + std::to_string(device_));
+    RETURN_IF_CUDA(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(allocated.native()), 0),
+                   "ordering the decoder's stream after the batch's allocation");
+    return Status::Ok();
+  }
+
   Status Upload(const float* host, size_t floats, float* out) override {
     RETURN_IF_CUDA(cudaSetDevice(device_), "selecting device " + std::to_string(device_));
     RETURN_IF_CUDA(
@@ -450,9 +462,38 @@ class NvjpegDecoder final : public DeviceDecoder {
   CachedDeviceBytes batch_block_;
 };
 
+// A cudaEvent_t recorded where a batch was allocated (device_decoder.h).
+class CudaAllocationEvent final : public AllocationEvent {
+ public:
+  explicit CudaAllocationEvent(cudaEvent_t event) : event_(event) {}
+  ~CudaAllocationEvent() override { cudaEventDestroy(event_); }
+  void* native() const override { return event_; }
+
+ private:
+  const cudaEvent_t event_;
+};
+
 }  // namespace
 
 bool NvjpegDecoderBuilt() { return true; }
+
+StatusOr<std::shared_ptr<const AllocationEvent>> RecordAllocationEvent(int device) {
+  try {
+    // On `device` whatever the thread's current device (it is the same in a worker: C3).
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    cudaEvent_t event = nullptr;
+    RETURN_IF_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                   "creating a batch's allocation event on cuda:" + std::to_string(device));
+    auto owned = std::make_shared<const CudaAllocationEvent>(event);
+    RETURN_IF_CUDA(
+        cudaEventRecord(event, c10::cuda::getCurrentCUDAStream(guard.current_device().index())),
+        "recording a batch's allocation event on cuda:" + std::to_string(device));
+    return std::shared_ptr<const AllocationEvent>(std::move(owned));
+  } catch (const std::exception& e) {
+    return FailedPreconditionError("nvjpeg decoder: a batch's allocation event on cuda:" +
+                                   std::to_string(device) + ": " + e.what());
+  }
+}
 
 StatusOr<std::unique_ptr<DeviceDecoder>> CreateNvjpegDecoder(int device) {
   int devices = 0;
