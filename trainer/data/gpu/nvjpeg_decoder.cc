@@ -12,9 +12,11 @@
 // training step and NCCL included), and what a call needs (one image, or one block for the
 // whole batch sized by its images, the taps, the scratch) is taken for the call and given back
 // at its end, so memory is shared with training instead of held per batch position at the
-// largest image ever seen. The decoder's stream waits for the batch's allocation event before
-// it writes a row (OrderAfter, device_decoder.h). One per decode thread, used by that thread
-// only.
+// largest image ever seen. nvJPEG's pinned host buffers come from LibTorch's caching host
+// allocator likewise (PinnedBlocks). The decoder's stream waits for the batch's allocation
+// event before it writes a row (OrderAfter, device_decoder.h). One per decode thread, used by
+// that thread only.
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -27,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -114,12 +117,69 @@ int NvjpegDeviceFree(void*, void* ptr, size_t, cudaStream_t) {
 }
 nvjpegDevAllocatorV2_t kNvjpegDeviceAllocator{&NvjpegDeviceMalloc, &NvjpegDeviceFree, nullptr};
 
+// nvJPEG's pinned host buffers (the staging of its Huffman output, which it grows with the
+// largest image seen) through LibTorch's caching host allocator instead of nvJPEG's default,
+// which calls cudaHostAlloc / cudaFreeHost each time a buffer grows: cudaFreeHost waits for the
+// whole device, the training step and NCCL included. A block nvJPEG frees goes back to the
+// cache with an event on the stream nvJPEG names, so it is handed out again (to nvJPEG or to a
+// pinned batch) only once that stream's copies from it are done. One per decoder, shared by
+// its handles; nvJPEG calls it from the decoder's thread.
+class PinnedBlocks {
+ public:
+  explicit PinnedBlocks(int device) : device_(device) {}
+  // nvJPEG's callbacks (ctx: the PinnedBlocks); 0 on success, as nvJPEG expects.
+  static int Malloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
+    auto* self = static_cast<PinnedBlocks*>(ctx);
+    try {
+      *ptr = nullptr;
+      if (size == 0) return 0;
+      at::DataPtr block = at::getHostAllocator(at::kCUDA)->allocate(size);
+      if (block.get() == nullptr) return 1;
+      *ptr = block.get();
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->blocks_.emplace(*ptr, std::move(block));
+      return 0;
+    } catch (...) {
+      return 1;
+    }
+  }
+  static int Free(void* ctx, void* ptr, size_t, cudaStream_t stream) {
+    auto* self = static_cast<PinnedBlocks*>(ctx);
+    if (ptr == nullptr) return 0;
+    at::DataPtr block;
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      auto it = self->blocks_.find(ptr);
+      if (it == self->blocks_.end()) return 1;
+      block = std::move(it->second);
+      self->blocks_.erase(it);
+    }
+    try {
+      const auto index = static_cast<c10::DeviceIndex>(self->device_);
+      const c10::cuda::CUDAStream on = stream == nullptr
+                                           ? c10::cuda::getDefaultCUDAStream(index)
+                                           : c10::cuda::getStreamFromExternal(stream, index);
+      at::getHostAllocator(at::kCUDA)->record_event(block.get(), block.get_context(), on.unwrap());
+    } catch (...) {
+      return 1;  // the block still goes back (below); nvJPEG reports the failure
+    }
+    return 0;  // `block` goes back to the cache here
+  }
+  nvjpegPinnedAllocatorV2_t* allocator() { return &allocator_; }
+
+ private:
+  const int device_;
+  nvjpegPinnedAllocatorV2_t allocator_{&PinnedBlocks::Malloc, &PinnedBlocks::Free, this};
+  std::mutex mu_;
+  std::unordered_map<void*, at::DataPtr> blocks_;
+};
+
 // 256-byte alignment of each image in a batch's block (as cudaMalloc's).
 size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 class NvjpegDecoder final : public DeviceDecoder {
  public:
-  explicit NvjpegDecoder(int device) : device_(device) {}
+  explicit NvjpegDecoder(int device) : device_(device), pinned_(device) {}
   ~NvjpegDecoder() override {
     DestroyBatchHandle();
     if (state_ != nullptr) nvjpegJpegStateDestroy(state_);
@@ -139,8 +199,8 @@ class NvjpegDecoder final : public DeviceDecoder {
       return FailedPreconditionError("nvjpeg decoder: LibTorch's CUDA on device " +
                                      std::to_string(device_) + ": " + e.what());
     }
-    if (nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &kNvjpegDeviceAllocator, nullptr, kNvjpegFlags,
-                         &handle_) != NVJPEG_STATUS_SUCCESS ||
+    if (nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &kNvjpegDeviceAllocator, pinned_.allocator(),
+                         kNvjpegFlags, &handle_) != NVJPEG_STATUS_SUCCESS ||
         nvjpegJpegStateCreate(handle_, &state_) != NVJPEG_STATUS_SUCCESS) {
       return InternalError("nvjpeg decoder: creating the nvJPEG handle on device " +
                            std::to_string(device_) + " failed");
@@ -345,8 +405,8 @@ class NvjpegDecoder final : public DeviceDecoder {
   // that nvjpegDecodeBatchedSupported needs) on `backend`; false, holding nothing, if any fails.
   bool CreateBatchHandle(nvjpegBackend_t backend) {
     const bool made =
-        nvjpegCreateExV2(backend, &kNvjpegDeviceAllocator, nullptr, kNvjpegFlags, &batch_handle_) ==
-            NVJPEG_STATUS_SUCCESS &&
+        nvjpegCreateExV2(backend, &kNvjpegDeviceAllocator, pinned_.allocator(), kNvjpegFlags,
+                         &batch_handle_) == NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(batch_handle_, &batch_state_) == NVJPEG_STATUS_SUCCESS &&
         (backend != NVJPEG_BACKEND_HARDWARE ||
          nvjpegJpegStreamCreate(batch_handle_, &batch_stream_) == NVJPEG_STATUS_SUCCESS);
@@ -437,6 +497,8 @@ class NvjpegDecoder final : public DeviceDecoder {
   }
 
   const int device_;
+  // Declared before the handles that allocate from it (the destructor destroys them first).
+  PinnedBlocks pinned_;
   cudaStream_t stream_ = nullptr;
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t state_ = nullptr;
