@@ -1,6 +1,9 @@
 #include "collectives/ucx/ucx_handles.h"
 
+#include <ucm/api/ucm.h>
+
 #include <cstdlib>
+#include <sstream>
 
 #include "collectives/types.h"
 #include "collectives/ucx/ucx_check.h"
@@ -32,7 +35,27 @@ Status UcxError(ucs_status_t status, const std::string& what, const char* file, 
   }
 }
 
+bool TransportsNeedMemoryEvents(const std::string& transports) {
+  if (transports.empty()) return true;
+  std::stringstream list(transports);
+  std::string t;
+  while (std::getline(list, t, ',')) {
+    if (!t.empty() && t[0] == '^') return true;  // "all but ...": UCX's choice of the rest
+    for (const char* prefix : {"all", "rc", "ud", "dc", "ib", "mlx5", "cuda", "gdr", "rocm"})
+      if (t.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options) {
+  if (std::getenv("UCX_MEM_EVENTS") == nullptr && !TransportsNeedMemoryEvents(options.transports)) {
+    // Before ucp_init installs any hook; the rest of UCM's settings stay as UCX read them.
+    ucm_global_config_t ucm = ucm_global_opts;
+    if (ucm.enable_events) {
+      ucm.enable_events = 0;
+      ucm_set_global_opts(&ucm);
+    }
+  }
   ucp_config_t* raw_config = nullptr;
   UCX_CHECK(ucp_config_read(nullptr, nullptr, &raw_config), "reading the UCX configuration");
   UcpConfig config(raw_config);

@@ -84,6 +84,18 @@ struct UcxContextOptions {
   bool eager_only = true;
 };
 
+// Whether UCX needs its memory hooks (UCX_MEM_EVENTS: it intercepts mmap, munmap, madvise and
+// CUDA's allocations process-wide) for `transports` (UcxContextOptions::transports): only a
+// registration cache of user memory does, i.e. RDMA transports (rc, ud, dc, ib, ...) and the
+// CUDA-aware ones (cuda_copy, cuda_ipc, gdr_copy, rocm). Shared memory, CMA and TCP register
+// nothing, and device buffers that cross nodes through the pinned staging pool (staged.h) stay
+// allocated while UCX uses them. Empty or "all" (UCX's choice): true.
+bool TransportsNeedMemoryEvents(const std::string& transports);
+
+// Creates the UCP context. Where TransportsNeedMemoryEvents is false and the environment does
+// not set UCX_MEM_EVENTS, UCX's memory hooks are turned off first (process-wide, before they
+// are installed: the hooks cost every allocation of LibTorch's and CUDA's allocators a call,
+// and under ThreadSanitizer crashed exiting threads).
 StatusOr<UcpContext> CreateUcpContext(const UcxContextOptions& options);
 StatusOr<UcpWorker> CreateUcpWorker(ucp_context_h context);
 // The worker's address, copied into a string.

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <ucm/api/ucm.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -90,6 +92,24 @@ std::vector<std::string> UcxListeners(const std::string& net_devices) {
   auto worker = ucx::CreateUcpWorker(context->get());
   EXPECT_TRUE(worker.ok()) << worker.status();
   return OwnListeningV4Addresses();
+}
+
+TEST(UcxMemoryEventsTest, OnlyRegisteringTransportsNeedUcxsMemoryHooks) {
+  using ucx::TransportsNeedMemoryEvents;
+  EXPECT_FALSE(TransportsNeedMemoryEvents(ucx::UcxContextOptions{}.transports));  // the default
+  EXPECT_FALSE(TransportsNeedMemoryEvents("tcp"));
+  EXPECT_FALSE(TransportsNeedMemoryEvents("sysv,cma,tcp,self"));
+  EXPECT_FALSE(TransportsNeedMemoryEvents("posix,self"));
+  for (const char* registering : {"", "all", "sysv,cma,tcp,self,rc,ud", "dc_x", "rc_mlx5",
+                                  "tcp,cuda_copy", "cuda_ipc", "gdr_copy", "ib", "^tcp"})
+    EXPECT_TRUE(TransportsNeedMemoryEvents(registering)) << registering;
+}
+
+TEST(UcxMemoryEventsTest, AContextOnTheDefaultTransportsTurnsUcxsMemoryHooksOff) {
+  if (std::getenv("UCX_MEM_EVENTS") != nullptr) GTEST_SKIP() << "UCX_MEM_EVENTS is set here";
+  auto context = ucx::CreateUcpContext(ucx::UcxContextOptions{});
+  ASSERT_TRUE(context.ok()) << context.status();
+  EXPECT_EQ(ucm_global_opts.enable_events, 0);
 }
 
 TEST(DataPlaneBindTest, UcxWithTheDataAddressInterfaceListensOnLoopbackOnly) {
