@@ -1,11 +1,15 @@
 #include "trainer/grad_reducer.h"
 
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <deque>
+#include <optional>
 
 #include "common/mutex.h"
 #include "trainer/flat_parameters.h"
@@ -39,6 +43,14 @@ struct GradReducer::State {
   std::vector<decltype(torch::autograd::impl::grad_accumulator(
       std::declval<const torch::Tensor&>()))>
       grad_accumulators;
+  // Host staging of device gradients: buckets whose copy to the host was issued (without a
+  // host wait) and whose collective is not, in bucket order, each with an event after its copy
+  // (none for host gradients, whose copy is done when issued).
+  struct Copying {
+    int bucket;
+    std::optional<c10::Event> copied;
+  };
+  std::deque<Copying> copying;
   std::vector<std::unique_ptr<CommHandle>> handles;  // in launch (= bucket) order
   int next_to_launch = 0;
   int launched_in_backward = 0;
@@ -47,14 +59,47 @@ struct GradReducer::State {
 
   void Launch(int b) {
     if (single_rank) return;  // nothing to exchange: `reduced` is the gradient buffer
+    if (!host_grads.defined()) return Issue(b);
+    // Staged: the copy to the (pinned) host buffer is queued on the gradients' stream and the
+    // hook goes on; the collective is issued once the copy is done (IssueCopied), in bucket
+    // order. A blocking copy here waited for every kernel queued so far on each bucket.
+    const Bucket& bucket = buckets[b];
+    const torch::Tensor& device_grads = flat->grads();
+    {
+      torch::NoGradGuard no_grad;
+      const int64_t n = bucket.end - bucket.begin;
+      host_grads.narrow(0, bucket.begin, n)
+          .copy_(device_grads.narrow(0, bucket.begin, n), /*non_blocking=*/device_grads.is_cuda());
+    }
+    Copying c{b, std::nullopt};
+    if (device_grads.is_cuda()) {
+      const c10::Device device = device_grads.device();
+      c.copied.emplace(device.type());
+      c.copied->record(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+    }
+    copying.push_back(std::move(c));
+    IssueCopied(/*wait=*/false);
+  }
+  // Issues the collectives of the staged buckets whose copy is done, in order; with `wait`,
+  // waits for each copy (Finish: every bucket must be issued).
+  void IssueCopied(bool wait) {
+    while (!copying.empty()) {
+      Copying& front = copying.front();
+      if (front.copied.has_value()) {
+        if (wait)
+          front.copied->synchronize();
+        else if (!front.copied->query())
+          return;
+      }
+      const int b = front.bucket;
+      copying.pop_front();
+      Issue(b);
+    }
+  }
+  void Issue(int b) {
     Bucket& bucket = buckets[b];
     const torch::Tensor& grads = host_grads.defined() ? host_grads : flat->grads();
     const torch::Tensor& out_buffer = host_reduced.defined() ? host_reduced : reduced;
-    if (host_grads.defined()) {
-      torch::NoGradGuard no_grad;
-      const int64_t n = bucket.end - bucket.begin;
-      host_grads.narrow(0, bucket.begin, n).copy_(flat->grads().narrow(0, bucket.begin, n));
-    }
     const float* in = grads.data_ptr<float>() + bucket.begin;
     float* out =
         out_buffer.numel() > 0 ? out_buffer.data_ptr<float>() + bucket.out_offset : nullptr;
@@ -70,6 +115,7 @@ struct GradReducer::State {
       Launch(next_to_launch++);
       ++launched_in_backward;
     }
+    IssueCopied(/*wait=*/false);  // staged buckets whose copy finished meanwhile
   }
 };
 
@@ -146,6 +192,7 @@ void GradReducer::BeginBackward(int passes) {
   MutexLock lock(state_->mu);
   state_->passes = std::max(1, passes);
   state_->handles.clear();
+  state_->copying.clear();
   state_->next_to_launch = 0;
   state_->launched_in_backward = 0;
   std::fill(state_->fires.begin(), state_->fires.end(), 0);
@@ -161,6 +208,7 @@ Status GradReducer::Finish(Deadline deadline, double* exposed_seconds, StepWaits
     state_->in_backward = false;
     while (state_->next_to_launch < static_cast<int>(state_->buckets.size()))
       state_->Launch(state_->next_to_launch++);
+    state_->IssueCopied(/*wait=*/true);
     handles.swap(state_->handles);
   }
   Status status;

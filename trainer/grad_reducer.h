@@ -16,8 +16,10 @@
 // after the gradient kernels enqueued when the hook launched it (ShardComm records the event at
 // issue, on the hook's thread), so later buckets do not wait for the rest of backward.
 // Device gradients with a ShardComm that takes host memory only (or `stage_through_host`) go
-// through host buffers: each bucket is copied to the host when it is ready (the copy waits for
-// the gradient kernels of the current stream) and the reduced range is copied back in Finish().
+// through host buffers: each bucket is copied to the host when it is ready, without a host
+// wait (a non-blocking copy to pinned memory on the current stream and an event after it), and
+// its collective is issued once that copy is done (checked at the next hook, waited for in
+// Finish()), still in bucket order; the reduced range is copied back in Finish().
 //
 // Threading: hooks run on the thread that executes backward (the caller's thread on CPU, the
 // autograd device thread on CUDA, while the caller is blocked in backward(); with concurrent
