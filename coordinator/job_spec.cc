@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "common/file_util.h"
 #include "coordinator/job_spec_yaml.h"
@@ -72,6 +73,50 @@ constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxSyntheticSamples = int64_t{1} << 40;
 constexpr double kHuge = 1e6;
+
+// Fields the spec defines whose behaviour this version of retort does not have yet: a job that
+// sets one is refused by name rather than run without it. Each entry goes when its feature lands.
+Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
+  std::vector<std::string> set;
+  for (const char* role : {"teacher", "student"}) {
+    const auto& m = std::string(role) == "teacher" ? s.teacher() : s.student();
+    if (m.drop_path_rate() != 0) set.push_back(std::string(role) + ".drop_path_rate");
+    if (m.distillation_token()) set.push_back(std::string(role) + ".distillation_token");
+  }
+  const auto& a = s.dataset().augmentation();
+  if (!a.auto_augment().empty()) set.push_back("dataset.augmentation.auto_augment");
+  if (a.color_jitter() != 0) set.push_back("dataset.augmentation.color_jitter");
+  if (a.random_erase_prob() != 0 || !a.random_erase_mode().empty() || a.random_erase_count() != 0)
+    set.push_back("dataset.augmentation.random_erase_prob");
+  if (s.dataset().repeated_augmentations() > 1) set.push_back("dataset.repeated_augmentations");
+  const auto& m = s.mixing();
+  if (m.mixup_alpha() != 0 || m.cutmix_alpha() != 0 || m.has_prob() || m.has_switch_prob() ||
+      !m.mode().empty() || m.has_label_smoothing())
+    set.push_back("mixing");
+  if (s.ema().decay() != 0 || s.ema().start_step() != 0) set.push_back("ema");
+  const auto& e = s.evaluation();
+  if (e.every_steps() != 0 || e.every_epochs() != 0 || e.max_samples() != 0 || e.export_best())
+    set.push_back("evaluation");
+  if (s.max_micro_batch() != 0) set.push_back("max_micro_batch");
+  if (!s.recipe().empty()) set.push_back("recipe");
+  if (s.has_soft_labels()) set.push_back("soft_labels");
+  const auto& kd = s.distillation();
+  if (!kd.loss().empty() && kd.loss() != "kl") set.push_back("distillation.loss");
+  if (kd.has_dkd_alpha() || kd.has_dkd_beta() || kd.has_dist_beta() || kd.has_dist_gamma())
+    set.push_back("distillation.dkd_*/dist_*");
+  if (!kd.soft_labels().empty() || !kd.view_policy().empty())
+    set.push_back("distillation.soft_labels");
+  if (s.checkpoint().replicas() > 1) set.push_back("checkpoint.replicas");
+  if (s.checkpoint().has_max_consecutive_failures())
+    set.push_back("checkpoint.max_consecutive_failures");
+  if (s.elastic().has_straggler()) set.push_back("elastic.straggler");
+  if (set.empty()) return Status::Ok();
+  std::string names;
+  for (const auto& n : set) names += (names.empty() ? "" : ", ") + n;
+  return UnimplementedError(names +
+                            ": not available in this version of retort (the spec format has "
+                            "the field; training does not apply it yet). Remove it to run.");
+}
 
 }  // namespace
 
@@ -187,7 +232,8 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(IntIn(e.max_workers(), e.min_workers(), 100000, "elastic.max_workers"));
   RETORT_RETURN_IF_ERROR(Range(s.precision() == "float32" || s.precision() == "bfloat16",
                                "precision", "'" + s.precision() + "' is not float32 or bfloat16"));
-  return Status::Ok();
+  RETORT_RETURN_IF_ERROR(IntIn(c.replicas(), 0, 16, "checkpoint.replicas"));
+  return RefuseFieldsNotYetAvailable(s);
 }
 
 StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& source) {

@@ -312,6 +312,45 @@ TEST(JobSpecTest, NoTeacherMeansSupervisedAndAlphaDefaultsFollow) {
               "must be 0 without a teacher");
 }
 
+// A field the spec defines but training does not apply yet is refused by name (UNIMPLEMENTED),
+// never silently run without; leaving it out (or at its off value) runs.
+TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"student: {preset: fm-student, drop_path_rate: 0.1}", "student.drop_path_rate"},
+      {"student: {preset: fm-student, distillation_token: true}", "student.distillation_token"},
+      {"dataset: {augmentation: {auto_augment: rand-m9-mstd0.5-inc1}}",
+       "dataset.augmentation.auto_augment"},
+      {"dataset: {augmentation: {random_erase_prob: 0.25}}", "dataset.augmentation.random_erase"},
+      {"dataset: {repeated_augmentations: 3}", "dataset.repeated_augmentations"},
+      {"ema: {decay: 0.9998}", "ema"},
+      {"evaluation: {every_steps: 100}", "evaluation"},
+      {"max_micro_batch: 32", "max_micro_batch"},
+      {"recipe: deit", "recipe"},
+      {"distillation: {loss: hard}", "distillation.loss"},
+      {"distillation: {soft_labels: /tmp/store}", "distillation.soft_labels"},
+      {"checkpoint: {replicas: 2}", "checkpoint.replicas"},
+      {"checkpoint: {max_consecutive_failures: 5}", "checkpoint.max_consecutive_failures"},
+      {"elastic: {straggler: {rebalance: true}}", "elastic.straggler"},
+  };
+  for (const auto& [line, field] : cases) {
+    // The student line replaces the default one; other lines add to it.
+    const std::string text = line.rfind("student:", 0) == 0
+                                 ? "teacher: {preset: fm-teacher}\n" + line + "\n"
+                                 : ModelsOnly() + line + "\n";
+    auto spec = ParseJobSpec(text, "new.yaml");
+    ASSERT_FALSE(spec.ok()) << "accepted: " << text;
+    EXPECT_EQ(spec.status().code(), StatusCode::kUnimplemented) << spec.status();
+    EXPECT_NE(spec.status().message().find(field), std::string::npos)
+        << "message '" << spec.status().message() << "' lacks '" << field << "'";
+  }
+  // Written at their off values, they run.
+  auto off = ParseJobSpec(ModelsOnly() +
+                              "ema: {decay: 0}\ndistillation: {loss: kl}\ncheckpoint: "
+                              "{replicas: 1}\ndataset: {repeated_augmentations: 1}\n",
+                          "off.yaml");
+  EXPECT_TRUE(off.ok()) << off.status();
+}
+
 TEST(JobSpecTest, QuotedNumbersStayStrings) {
   auto spec = ParseJobSpec(
       "name: \"123\"\nteacher: {preset: fm-teacher}\nstudent: {preset: fm-student}\n", "j");
