@@ -238,7 +238,11 @@ class Coordinator {
   void EmitLocked(const std::string& kind, const std::string& message,
                   const std::string& member_id = "") RETORT_REQUIRES(mu_);
   // Drops the pending checkpoint and deletes its directory (partial shards, temp files).
-  void AbortPendingCheckpointLocked(const std::string& why) RETORT_REQUIRES(mu_);
+  // `failed`: it could not be written or committed (a member's shard write, the manifest), as
+  // opposed to dropped by a membership change: it counts in checkpoint_health_, and
+  // checkpoint.max_consecutive_failures of them in a row pause the job.
+  void AbortPendingCheckpointLocked(const std::string& why, bool failed = false)
+      RETORT_REQUIRES(mu_);
   // Makes a pending checkpoint at `step` and persists the id counter; emits `event`.
   Status StartPendingCheckpointLocked(int64_t step, uint64_t generation, const std::string& why)
       RETORT_REQUIRES(mu_);
@@ -289,6 +293,12 @@ class Coordinator {
   RejoinGate rejoin_gate_ RETORT_GUARDED_BY(mu_);
   // The last checkpoint whose late acknowledgement was logged (one line per checkpoint).
   uint64_t last_late_ack_logged_ RETORT_GUARDED_BY(mu_) = 0;
+  // Checkpoints that failed to commit since this coordinator started (StatusResponse, metrics);
+  // consecutive_failures is reset by a commit.
+  v1::CheckpointHealth checkpoint_health_ RETORT_GUARDED_BY(mu_);
+  // The step of the last checkpoint that failed: a member that begins one there afterwards
+  // (it reached the step before hearing of the failure) is refused rather than retried.
+  int64_t failed_checkpoint_step_ RETORT_GUARDED_BY(mu_) = -1;
   // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
   OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged

@@ -9,20 +9,46 @@
 #include <system_error>
 
 #include "common/logging.h"
+#include "coordinator/checkpoint_health.h"
 #include "coordinator/coordinator.h"
 #include "rpc/job_state.h"
 
 namespace retort::coordinator {
+namespace {
 
-void Coordinator::AbortPendingCheckpointLocked(const std::string& why) {
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Coordinator::AbortPendingCheckpointLocked(const std::string& why, bool failed) {
   if (!pending_checkpoint_) return;
   uint64_t id = pending_checkpoint_->id;
+  const int64_t step = pending_checkpoint_->step;
   pending_checkpoint_.reset();
   if (options_.observer) options_.observer->OnCheckpointAborted();
   // It can never commit: remove what its writers left (shards, temp files). A writer still
   // busy recreates the directory; the next start removes it (CheckpointFiles::RemoveDebris).
   checkpoint_files_.Remove(id);
   EmitLocked("checkpoint_aborted", "checkpoint " + std::to_string(id) + " aborted: " + why);
+  if (!failed) return;
+  failed_checkpoint_step_ = step;
+  CheckpointHealthAfterFailure(&checkpoint_health_, step, why, UnixMillisNow());
+  const auto& c = state_.job().checkpoint();
+  const int32_t limit = c.has_max_consecutive_failures() ? c.max_consecutive_failures()
+                                                         : kDefaultMaxConsecutiveCheckpointFailures;
+  if (limit > 0 && checkpoint_health_.consecutive_failures() >= limit &&
+      state_.state() == v1::JOB_STATE_RUNNING) {
+    // Training on without durable checkpoints would pile up work a crash loses: the members
+    // stop at a step boundary, keeping everything in memory, until an operator who fixed the
+    // cause resumes (or stops) the job.
+    SetStateLocked(v1::JOB_STATE_PAUSED, std::to_string(checkpoint_health_.consecutive_failures()) +
+                                             " checkpoints in a row failed to commit, the last: " +
+                                             why + "; fix it and `retortctl resume`");
+  }
 }
 
 int64_t Coordinator::CheckpointMarginStepsLocked() const {
@@ -116,6 +142,9 @@ StatusOr<v1::BeginCheckpointResponse> Coordinator::BeginCheckpoint(
   if (pending_checkpoint_ && pending_checkpoint_->step != r.step())
     return AbortedError("checkpoint " + std::to_string(pending_checkpoint_->id) + " at step " +
                         std::to_string(pending_checkpoint_->step) + " is in progress");
+  if (!pending_checkpoint_ && r.step() == failed_checkpoint_step_)
+    return AbortedError("the checkpoint at step " + std::to_string(r.step()) +
+                        " failed: " + checkpoint_health_.last_failure());
   if (!pending_checkpoint_) {
     RETORT_RETURN_IF_ERROR(
         StartPendingCheckpointLocked(r.step(), r.generation(), "begun by " + r.member_id()));
@@ -152,8 +181,9 @@ StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckChec
     return FailedPreconditionError("checkpoint " + std::to_string(r.checkpoint_id()) +
                                    " is not in progress");
   if (!r.error().empty()) {
-    AbortPendingCheckpointLocked(r.member_id() +
-                                 " could not write its shard: " + r.error().substr(0, 512));
+    AbortPendingCheckpointLocked(
+        r.member_id() + " could not write its shard: " + r.error().substr(0, 512),
+        /*failed=*/true);
     return v1::AckCheckpointResponse();
   }
   for (const auto& f : r.files())
@@ -168,7 +198,7 @@ StatusOr<v1::AckCheckpointResponse> Coordinator::AckCheckpoint(const v1::AckChec
     if (pending_checkpoint_->acks.count(m.member_id()) == 0) return resp;
   Status st = CommitCheckpointLocked();
   if (!st.ok()) {
-    AbortPendingCheckpointLocked("commit failed: " + st.message());
+    AbortPendingCheckpointLocked("commit failed: " + st.message(), /*failed=*/true);
     return st;
   }
   resp.set_committed(true);
@@ -211,6 +241,7 @@ Status Coordinator::CommitCheckpointLocked() {
   uint64_t id = p.id;
   int64_t step = p.step;
   pending_checkpoint_.reset();
+  checkpoint_health_.set_consecutive_failures(0);
   if (options_.observer) options_.observer->OnCheckpointCommitted(bytes);
   EmitLocked("checkpoint",
              "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step));

@@ -48,6 +48,8 @@ class StatusCollector final : public prometheus::Collectable {
     auto max_w = Family("retort_coordinator_max_workers", "Elastic upper bound.");
     auto ckpt = Family("retort_coordinator_last_checkpoint_step",
                        "Step of the newest committed checkpoint (0 = none).");
+    auto ckpt_row = Family("retort_coordinator_checkpoint_consecutive_failures",
+                           "Checkpoints that failed to commit since the last committed one.");
     auto uptime = Family("retort_coordinator_uptime_seconds", "Seconds since this process began.");
     auto m_step = Family("retort_coordinator_member_step", "Last step each member completed.");
     auto m_age = Family("retort_coordinator_member_heartbeat_age_seconds",
@@ -64,6 +66,7 @@ class StatusCollector final : public prometheus::Collectable {
     AddGauge(&min_w, s.min_workers());
     AddGauge(&max_w, s.max_workers());
     AddGauge(&ckpt, static_cast<double>(s.last_checkpoint_step()));
+    AddGauge(&ckpt_row, s.checkpoint_health().consecutive_failures());
     AddGauge(&uptime, static_cast<double>(s.uptime_ms()) / 1000.0);
     for (const auto& m : s.members()) {
       std::vector<prometheus::ClientMetric::Label> labels = {
@@ -75,8 +78,8 @@ class StatusCollector final : public prometheus::Collectable {
       AddGauge(&m_age, static_cast<double>(m.last_heartbeat_ms_ago()) / 1000.0, labels);
       AddGauge(&m_sps, m.metrics().samples_per_second(), labels);
     }
-    return {members, generation, step,   total,  state, min_w,
-            max_w,   ckpt,       uptime, m_step, m_age, m_sps};
+    return {members, generation, step,   total,  state, min_w, max_w,
+            ckpt,    ckpt_row,   uptime, m_step, m_age, m_sps};
   }
 
  private:

@@ -89,10 +89,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   if (a.random_erase_prob() != 0 || !a.random_erase_mode().empty() || a.random_erase_count() != 0)
     set.push_back("dataset.augmentation.random_erase_prob");
   if (s.dataset().repeated_augmentations() > 1) set.push_back("dataset.repeated_augmentations");
-  const auto& m = s.mixing();
-  if (m.mixup_alpha() != 0 || m.cutmix_alpha() != 0 || m.has_prob() || m.has_switch_prob() ||
-      !m.mode().empty() || m.has_label_smoothing())
-    set.push_back("mixing");
   if (s.ema().decay() != 0 || s.ema().start_step() != 0) set.push_back("ema");
   const auto& e = s.evaluation();
   if (e.every_steps() != 0 || e.every_epochs() != 0 || e.max_samples() != 0 || e.export_best())
@@ -107,8 +103,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   if (!kd.soft_labels().empty() || !kd.view_policy().empty())
     set.push_back("distillation.soft_labels");
   if (s.checkpoint().replicas() > 1) set.push_back("checkpoint.replicas");
-  if (s.checkpoint().has_max_consecutive_failures())
-    set.push_back("checkpoint.max_consecutive_failures");
   if (s.elastic().has_straggler()) set.push_back("elastic.straggler");
   if (set.empty()) return Status::Ok();
   std::string names;
@@ -116,6 +110,35 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   return UnimplementedError(names +
                             ": not available in this version of retort (the spec format has "
                             "the field; training does not apply it yet). Remove it to run.");
+}
+
+Status ValidateMixing(const v1::JobSpec& s) {
+  const auto& m = s.mixing();
+  RETORT_RETURN_IF_ERROR(DoubleIn(m.mixup_alpha(), 0, false, 100, false, "mixing.mixup_alpha"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(m.cutmix_alpha(), 0, false, 100, false, "mixing.cutmix_alpha"));
+  RETORT_RETURN_IF_ERROR(
+      DoubleIn(m.label_smoothing(), 0, false, 1, true, "mixing.label_smoothing"));
+  const bool on = m.mixup_alpha() > 0 || m.cutmix_alpha() > 0;
+  if (!on) {
+    // label_smoothing alone is plain label smoothing of the CE term.
+    if (m.has_prob() || m.has_switch_prob() || !m.mode().empty())
+      return InvalidArgumentError(
+          "mixing: prob, switch_prob and mode need mixing on (set mixup_alpha or cutmix_alpha "
+          "> 0)");
+    return Status::Ok();
+  }
+  RETORT_RETURN_IF_ERROR(DoubleIn(m.prob(), 0, false, 1, false, "mixing.prob"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(m.switch_prob(), 0, false, 1, false, "mixing.switch_prob"));
+  RETORT_RETURN_IF_ERROR(Range(m.mode() == "pair" || m.mode() == "batch", "mixing.mode",
+                               "'" + m.mode() + "' is not one of pair, batch"));
+  if (s.distillation().cache_top_k() > 0)
+    return InvalidArgumentError(
+        "distillation.cache_top_k: the teacher-logit cache is keyed by the view (sample, "
+        "augmentation), and with mixing on the teacher sees mixed images that never repeat; "
+        "set cache_top_k: 0 or turn mixing off");
+  if (s.global_batch() < 2)
+    return InvalidArgumentError("mixing: needs global_batch >= 2 (samples mix in pairs)");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -161,6 +184,13 @@ void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) 
   if (c->keep() == 0 && absent("checkpoint.keep")) c->set_keep(3);
   if (s->precision().empty() && absent("precision")) s->set_precision("float32");
   if (s->seed() == 0 && absent("seed")) s->set_seed(1234);
+  auto* m = s->mutable_mixing();
+  if (m->mixup_alpha() > 0 || m->cutmix_alpha() > 0) {
+    if (!m->has_prob()) m->set_prob(1.0);
+    if (!m->has_switch_prob()) m->set_switch_prob(0.5);
+    if (m->mode().empty() && absent("mixing.mode")) m->set_mode("pair");
+    if (!m->has_label_smoothing()) m->set_label_smoothing(0.1);
+  }
 }
 
 void ApplyJobSpecDefaults(v1::JobSpec* spec) { ApplyJobSpecDefaults(spec, nullptr); }
@@ -233,6 +263,9 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(Range(s.precision() == "float32" || s.precision() == "bfloat16",
                                "precision", "'" + s.precision() + "' is not float32 or bfloat16"));
   RETORT_RETURN_IF_ERROR(IntIn(c.replicas(), 0, 16, "checkpoint.replicas"));
+  RETORT_RETURN_IF_ERROR(
+      IntIn(c.max_consecutive_failures(), 0, 1000000, "checkpoint.max_consecutive_failures"));
+  RETORT_RETURN_IF_ERROR(ValidateMixing(s));
   return RefuseFieldsNotYetAvailable(s);
 }
 

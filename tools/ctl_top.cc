@@ -53,6 +53,16 @@ std::string FormatTop(const v1::StatusResponse& s, const std::vector<TopRow>& ro
                 static_cast<unsigned long long>(s.generation()), static_cast<long long>(s.step()),
                 static_cast<long long>(s.total_steps()), s.members_size());
   out += buf;
+  if (s.checkpoint_health().consecutive_failures() > 0) {
+    std::snprintf(
+        buf, sizeof(buf),
+        "CHECKPOINTS FAILING: %d in a row (%lld in all), the last at step %lld: %.300s\n\n",
+        s.checkpoint_health().consecutive_failures(),
+        static_cast<long long>(s.checkpoint_health().failures_total()),
+        static_cast<long long>(s.checkpoint_health().last_failure_step()),
+        s.checkpoint_health().last_failure().c_str());
+    out += buf;
+  }
   std::snprintf(buf, sizeof(buf), "%-4s %-10s %-16s %-4s %-8s %-4s %-9s %-8s %-9s %s\n", "RANK",
                 "MEMBER", "NODE/LOCAL", "GEN", "STEP", "LAG", "SAMPLES/S", "STEP_MS", "DATA_MS",
                 "PHASES (% of step: data tfwd sfwd bwd comm opt ckpt)");
@@ -97,12 +107,15 @@ nlohmann::json TopJson(const v1::StatusResponse& s, const std::vector<TopRow>& r
                        {"last_heartbeat_ms_ago", r.heartbeat_ms_ago},
                        {"draining", r.draining}});
   }
-  return nlohmann::json{{"job", s.job_name()},
-                        {"state", rpc::JobStateName(s.state())},
-                        {"generation", s.generation()},
-                        {"step", s.step()},
-                        {"total_steps", s.total_steps()},
-                        {"workers", workers}};
+  return nlohmann::json{
+      {"job", s.job_name()},
+      {"state", rpc::JobStateName(s.state())},
+      {"generation", s.generation()},
+      {"step", s.step()},
+      {"total_steps", s.total_steps()},
+      {"checkpoint_failures", s.checkpoint_health().failures_total()},
+      {"checkpoint_consecutive_failures", s.checkpoint_health().consecutive_failures()},
+      {"workers", workers}};
 }
 
 int RunTop(v1::ControlService::Stub& stub, const std::string& coordinator, const TopOptions& o) {

@@ -118,6 +118,10 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"uptime_ms", r.uptime_ms()},
            {"version", r.coordinator_version()},
            {"failure", FailureJson(r)},
+           {"checkpoint_failures", r.checkpoint_health().failures_total()},
+           {"checkpoint_consecutive_failures", r.checkpoint_health().consecutive_failures()},
+           {"last_checkpoint_failure", r.checkpoint_health().last_failure()},
+           {"last_checkpoint_failure_step", r.checkpoint_health().last_failure_step()},
            {"members", json::array()},
            {"awaiting_rejoin",
             std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end())}};
@@ -134,6 +138,12 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
     std::printf(", checkpoint %llu at step %lld",
                 static_cast<unsigned long long>(r.last_checkpoint_id()),
                 static_cast<long long>(r.last_checkpoint_step()));
+  if (r.checkpoint_health().failures_total() > 0) {
+    const v1::CheckpointHealth& h = r.checkpoint_health();
+    std::printf("\ncheckpoints failing: %lld failed (%d in a row), the last at step %lld: %s",
+                static_cast<long long>(h.failures_total()), h.consecutive_failures(),
+                static_cast<long long>(h.last_failure_step()), h.last_failure().c_str());
+  }
   if (r.awaiting_rejoin_size() > 0) {
     std::printf("; after a restart, waiting for the previous generation's");
     for (const auto& m : r.awaiting_rejoin()) std::printf(" %s", m.c_str());

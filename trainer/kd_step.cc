@@ -171,6 +171,15 @@ Status KdStep::ValidateBatch(const Batch& b) const {
       b.labels.scalar_type() != torch::kLong)
     return InvalidArgumentError("batch " + std::to_string(b.step) + ": labels must be int64 [" +
                                 std::to_string(n) + "]");
+  if (b.mix_own_weight.defined() != b.mix_partner_labels.defined() ||
+      (b.mix_own_weight.defined() &&
+       (b.mix_own_weight.dim() != 1 || b.mix_own_weight.size(0) != n ||
+        b.mix_own_weight.scalar_type() != torch::kFloat || b.mix_partner_labels.dim() != 1 ||
+        b.mix_partner_labels.size(0) != n || b.mix_partner_labels.scalar_type() != torch::kLong)))
+    return InvalidArgumentError("batch " + std::to_string(b.step) +
+                                ": mix_partner_labels (int64) and mix_own_weight (float32) must "
+                                "both be [" +
+                                std::to_string(n) + "] or both be unset");
   if (!(b.weight >= 0.0 && b.weight <= 1.0))
     return InvalidArgumentError("batch " + std::to_string(b.step) + ": weight " +
                                 std::to_string(b.weight) + " is outside [0, 1]");
@@ -192,7 +201,7 @@ torch::Tensor KdStep::TeacherForward(const torch::Tensor& images) {
   return logits.to(torch::kFloat).clone();
 }
 
-KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Tensor& labels,
+KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const SliceTargets& targets,
                                    const torch::Tensor& cached_logits, int64_t begin, int64_t end,
                                    double slice_weight) {
   PartResult out;
@@ -218,8 +227,12 @@ KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const torch::Ten
     TORCH_CHECK(out.teacher_logits.sizes() == student_logits.sizes(), "teacher logits ",
                 out.teacher_logits.sizes(), " and student logits ", student_logits.sizes(),
                 " differ in shape");
-    KdLossParts parts = KdLoss(student_logits.to(torch::kFloat), out.teacher_logits,
-                               labels.narrow(0, begin, end - begin), options_.loss);
+    auto rows = [&](const torch::Tensor& t) {
+      return t.defined() ? t.narrow(0, begin, end - begin) : torch::Tensor();
+    };
+    KdLossParts parts =
+        KdLoss(student_logits.to(torch::kFloat), out.teacher_logits, rows(targets.labels),
+               options_.loss, rows(targets.partner_labels), rows(targets.own_weight));
     loss = parts.total * (slice_weight * static_cast<double>(end - begin) / n);
   }
   out.student = SecondsSince(t0);
@@ -257,21 +270,29 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     torch::Tensor cached;
     try {
       auto images = batch.images.to(device, /*non_blocking=*/true);
-      auto labels = batch.labels.to(device, /*non_blocking=*/true);
-      if (options_.cache) {
+      SliceTargets targets;
+      targets.labels = batch.labels.to(device, /*non_blocking=*/true);
+      const bool mixed = batch.mix_own_weight.defined();
+      if (mixed) {
+        targets.partner_labels = batch.mix_partner_labels.to(device, /*non_blocking=*/true);
+        targets.own_weight = batch.mix_own_weight.to(device, /*non_blocking=*/true);
+      }
+      // The cache is keyed by (sample, view): a mixed image is neither, so mixed batches
+      // neither read nor fill it.
+      if (options_.cache && !mixed) {
         if (auto hit = options_.cache->Lookup(batch, options_.loss.temperature))
           cached = hit->to(device);
       }
       timing.teacher_cached = cached.defined();
       if (parts == 1) {
-        results[0] = RunPart(images, labels, cached, 0, n, batch.weight);
+        results[0] = RunPart(images, targets, cached, 0, n, batch.weight);
       } else {
         // One part per intra-op thread; inside at::parallel_for, ATen and its BLAS run each
         // part single-threaded.
         at::parallel_for(0, parts, 1, [&](int64_t first, int64_t last) {
           for (int64_t p = first; p < last; ++p)
             results[p] =
-                RunPart(images, labels, cached, n * p / parts, n * (p + 1) / parts, batch.weight);
+                RunPart(images, targets, cached, n * p / parts, n * (p + 1) / parts, batch.weight);
         });
       }
     } catch (const c10::OutOfMemoryError& e) {
@@ -290,7 +311,7 @@ StatusOr<StepResult> KdStep::Step(const Batch& batch, double data_wait_seconds) 
     timing.teacher_forward = results[0].teacher;
     timing.student_forward = results[0].student;
     timing.backward = results[0].backward;
-    if (options_.cache && !cached.defined()) {
+    if (options_.cache && !cached.defined() && !batch.mix_own_weight.defined()) {
       std::vector<torch::Tensor> logits;
       for (const PartResult& r : results) logits.push_back(r.teacher_logits);
       Status inserted = options_.cache->Insert(batch, torch::cat(logits, 0));

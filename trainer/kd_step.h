@@ -146,7 +146,12 @@ class KdStep {
     torch::Tensor loss;  // detached scalar on the device
     torch::Tensor teacher_logits;
   };
-  PartResult RunPart(const torch::Tensor& images, const torch::Tensor& labels,
+  // The slice's CE targets on the device: labels, and for mixed images the partners' labels
+  // and the own label's weights (undefined otherwise; kd_loss.h).
+  struct SliceTargets {
+    torch::Tensor labels, partner_labels, own_weight;
+  };
+  PartResult RunPart(const torch::Tensor& images, const SliceTargets& targets,
                      const torch::Tensor& cached_logits, int64_t begin, int64_t end,
                      double slice_weight);
 

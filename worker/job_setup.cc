@@ -111,6 +111,7 @@ trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool trai
   o.global_batch = job.global_batch();
   o.seed = job.seed();
   o.drop_last = train;
+  o.split_unit = train && trainer::data::MixingEnabled(MakeMixingOptions(job)) ? 2 : 1;
   o.augment = train && job.dataset().augment();
   o.num_threads = job.dataset().loader_threads() > 0 ? job.dataset().loader_threads() : 1;
   o.prefetch_depth = std::max(1, job.dataset().prefetch_batches());
@@ -122,6 +123,7 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   trainer::KdStepOptions o;
   o.loss.alpha = HasTeacher(job) ? job.distillation().alpha() : 0.0;
   o.loss.temperature = job.distillation().temperature();
+  o.loss.label_smoothing = job.mixing().label_smoothing();
   const auto& opt = job.optimizer();
   o.optimizer.lr = opt.lr();
   o.optimizer.beta1 = opt.beta1();
@@ -136,6 +138,18 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   // One switch for both halves: a float32 job is fp32 end to end on a GPU too.
   o.teacher_bf16_on_cuda = job.precision() == "bfloat16";
   o.student_bf16_on_cuda = o.teacher_bf16_on_cuda;
+  return o;
+}
+
+trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job) {
+  const v1::MixingSpec& m = job.mixing();
+  trainer::data::MixingOptions o;
+  o.mixup_alpha = m.mixup_alpha();
+  o.cutmix_alpha = m.cutmix_alpha();
+  o.prob = m.has_prob() ? m.prob() : 1.0;
+  o.switch_prob = m.has_switch_prob() ? m.switch_prob() : 0.5;
+  o.per_batch = m.mode() == "batch";
+  o.seed = job.seed();
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include "models/model_spec.h"
 #include "retort/v1/retort.pb.h"
 #include "trainer/data/batch.h"
+#include "trainer/data/batch_mixing.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/kd_step.h"
@@ -48,6 +49,9 @@ trainer::data::LoaderOptions MakeLoaderOptions(const v1::JobSpec& job, bool trai
 // nvJPEG; "gpu" on a CPU worker, or without nvJPEG, is FAILED_PRECONDITION saying which.
 StatusOr<int> ResolveDecodeDevice(const v1::JobSpec& job, const std::string& device);
 trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_steps);
+// The spec's `mixing` (off when neither alpha is set); the training loader then splits steps
+// into pairs (MakeLoaderOptions' split_unit 2).
+trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job);
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
                                                       int64_t begin, int64_t end);

@@ -114,6 +114,8 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
       MakeLoaderOptions(job, true, options_.device, decode_device);
   loader_options.device_selector = options_.device_selector;
   RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, loader_options));
+  mixing_ = MakeMixingOptions(job);
+  RETORT_RETURN_IF_ERROR(trainer::data::ValidateMixingOptions(mixing_));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
@@ -349,6 +351,9 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     const int64_t data_start_us = UnixMicros();
     failure_phase_ = FailurePhase::kData;
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
+    if (trainer::data::MixingEnabled(mixing_))
+      RETORT_RETURN_IF_ERROR(
+          trainer::data::MixBatch(mixing_, loader_->sampler().BatchSize(batch.step), &batch));
     failure_phase_ = FailurePhase::kStep;
     RETORT_ASSIGN_OR_RETURN(trainer::StepResult r,
                             kd_step_->Step(batch, loader_->stats().last_wait_seconds));

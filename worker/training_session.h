@@ -33,6 +33,7 @@
 #include "collectives/communicator.h"
 #include "collectives/ucx/cma_chooser.h"
 #include "common/status.h"
+#include "trainer/data/batch_mixing.h"
 #include "trainer/data/loader.h"
 #include "trainer/device.h"
 #include "trainer/kd_step.h"
@@ -169,6 +170,7 @@ class TrainingSession final : public GenerationHandler {
   double device_peak_flops_ = 0;
   std::shared_ptr<const trainer::data::Dataset> train_set_, test_set_;
   std::unique_ptr<trainer::data::Loader> loader_;
+  trainer::data::MixingOptions mixing_;  // of the training batches (off unless the spec mixes)
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;
   // The trainer's stream for the data plane (CUDA; null otherwise); outlives shard_comm_.

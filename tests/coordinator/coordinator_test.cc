@@ -642,6 +642,81 @@ TEST_F(CoordinatorTest, FailedPeriodicCheckpointIsNotRetriedAtTheSameStep) {
   EXPECT_GT(d.checkpoint_id(), ack.checkpoint_id());
 }
 
+// Checkpoints that fail (a full disk) speak up: status carries how many failed, how many in a
+// row and the last error; a commit resets the run; max_consecutive_failures in a row pause a
+// running job (nothing is lost: members keep their state), and resume goes on.
+TEST_F(CoordinatorTest, FailingCheckpointsShowInStatusAndPauseTheJobAfterTheLimit) {
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  job.mutable_checkpoint()->set_max_consecutive_failures(2);
+  opts_.state_dir = dir_ + "/failing-checkpoints";
+  Restart(job);
+  auto a = JoinOk("n0", 0);
+  Settle();
+  const uint64_t gen = listener_.seen.back()->number();
+  auto fail_at = [&](int64_t step) {
+    v1::Directives d = HeartbeatAtStep(a, step - 3, 1.0);
+    ASSERT_EQ(d.checkpoint_step(), step);
+    v1::AckCheckpointRequest ack;
+    ack.set_member_id(a);
+    ack.set_generation(gen);
+    ack.set_checkpoint_id(d.checkpoint_id());
+    ack.set_error("write " + dir_ + "/shard: No space left on device (errno 28)");
+    ASSERT_TRUE(c_->AckCheckpoint(ack).ok());
+  };
+  EXPECT_FALSE(c_->GetStatus().has_checkpoint_health()) << "nothing failed yet";
+  ASSERT_NO_FATAL_FAILURE(fail_at(10));
+  v1::StatusResponse s = c_->GetStatus();
+  EXPECT_EQ(s.checkpoint_health().failures_total(), 1);
+  EXPECT_EQ(s.checkpoint_health().consecutive_failures(), 1);
+  EXPECT_EQ(s.checkpoint_health().last_failure_step(), 10);
+  EXPECT_NE(s.checkpoint_health().last_failure().find("No space left on device"), std::string::npos)
+      << s.checkpoint_health().last_failure();
+  EXPECT_GT(s.checkpoint_health().last_failure_unix_ms(), 0);
+  EXPECT_EQ(s.state(), v1::JOB_STATE_RUNNING) << "one failure is below the limit of 2";
+  // A member reaching step 10 only now does not retry the failed checkpoint there.
+  v1::BeginCheckpointRequest late;
+  late.set_member_id(a);
+  late.set_generation(gen);
+  late.set_step(10);
+  auto begun = c_->BeginCheckpoint(late);
+  EXPECT_EQ(begun.status().code(), StatusCode::kAborted) << begun.status();
+  EXPECT_EQ(c_->GetStatus().checkpoint_health().failures_total(), 1);
+
+  // A commit in between resets the run of failures (not the total).
+  v1::Directives d = HeartbeatAtStep(a, 17, 1.0);
+  ASSERT_EQ(d.checkpoint_step(), 20);
+  ASSERT_TRUE(WriteAndAckCheckpoint({a}, gen, 20));
+  s = c_->GetStatus();
+  EXPECT_EQ(s.checkpoint_health().failures_total(), 1);
+  EXPECT_EQ(s.checkpoint_health().consecutive_failures(), 0);
+
+  ASSERT_NO_FATAL_FAILURE(fail_at(30));
+  EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_RUNNING);
+  ASSERT_NO_FATAL_FAILURE(fail_at(40));
+  s = c_->GetStatus();
+  EXPECT_EQ(s.checkpoint_health().consecutive_failures(), 2);
+  EXPECT_EQ(s.checkpoint_health().failures_total(), 3);
+  EXPECT_EQ(s.state(), v1::JOB_STATE_PAUSED) << "two failures in a row reach the limit";
+  EXPECT_EQ(s.members_size(), 1) << "pausing keeps the members";
+  ASSERT_TRUE(c_->Resume().ok());
+  EXPECT_EQ(c_->GetStatus().state(), v1::JOB_STATE_RUNNING);
+}
+
+// A checkpoint dropped because the membership changed is not a failure of the checkpoint.
+TEST_F(CoordinatorTest, ACheckpointDroppedByAMembershipChangeIsNoFailure) {
+  v1::JobSpec job = TestJob();
+  job.mutable_checkpoint()->set_every_steps(10);
+  opts_.state_dir = dir_ + "/dropped-checkpoint";
+  Restart(job);
+  auto a = JoinOk("n0", 0);
+  Settle();
+  ASSERT_NE(HeartbeatAtStep(a, 7, 1.0).checkpoint_id(), 0u);
+  JoinOk("n1", 0);  // a new member: a new generation drops the pending checkpoint
+  Settle();
+  EXPECT_EQ(c_->GetStatus().checkpoint_health().failures_total(), 0);
+}
+
 TEST_F(CoordinatorTest, NoPeriodicCheckpointsWithoutEverySteps) {
   auto a = JoinOk("n0", 0);
   Settle();

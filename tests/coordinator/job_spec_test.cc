@@ -329,7 +329,6 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"distillation: {loss: hard}", "distillation.loss"},
       {"distillation: {soft_labels: /tmp/store}", "distillation.soft_labels"},
       {"checkpoint: {replicas: 2}", "checkpoint.replicas"},
-      {"checkpoint: {max_consecutive_failures: 5}", "checkpoint.max_consecutive_failures"},
       {"elastic: {straggler: {rebalance: true}}", "elastic.straggler"},
   };
   for (const auto& [line, field] : cases) {
@@ -349,6 +348,31 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
                               "{replicas: 1}\ndataset: {repeated_augmentations: 1}\n",
                           "off.yaml");
   EXPECT_TRUE(off.ok()) << off.status();
+}
+
+TEST(JobSpecTest, MixingDefaultsAndRules) {
+  auto spec = ParseJobSpec(ModelsOnly() + "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0}\n", "m");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->mixing().prob(), 1.0);
+  EXPECT_DOUBLE_EQ(spec->mixing().switch_prob(), 0.5);
+  EXPECT_EQ(spec->mixing().mode(), "pair");
+  EXPECT_DOUBLE_EQ(spec->mixing().label_smoothing(), 0.1);
+  // Written values are kept, 0 included.
+  auto kept = ParseJobSpec(
+      ModelsOnly() + "mixing: {cutmix_alpha: 1, prob: 0, label_smoothing: 0, mode: batch}\n", "k");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_DOUBLE_EQ(kept->mixing().prob(), 0.0);
+  EXPECT_DOUBLE_EQ(kept->mixing().label_smoothing(), 0.0);
+  EXPECT_EQ(kept->mixing().mode(), "batch");
+  // Label smoothing alone is allowed; mixing's other knobs without an alpha are not.
+  EXPECT_TRUE(ParseJobSpec(ModelsOnly() + "mixing: {label_smoothing: 0.1}\n", "s").ok());
+  ExpectError(ModelsOnly() + "mixing: {prob: 0.5}\n", "need mixing on");
+  ExpectError(ModelsOnly() + "mixing: {mixup_alpha: -1}\n", "mixing.mixup_alpha");
+  ExpectError(ModelsOnly() + "mixing: {mixup_alpha: 1, mode: elem}\n", "mixing.mode");
+  ExpectError(ModelsOnly() + "mixing: {mixup_alpha: 1, switch_prob: 2}\n", "mixing.switch_prob");
+  ExpectError(ModelsOnly() + "mixing: {label_smoothing: 1}\n", "mixing.label_smoothing");
+  ExpectError(ModelsOnly() + "mixing: {mixup_alpha: 1}\ndistillation: {cache_top_k: 5}\n",
+              "distillation.cache_top_k");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {

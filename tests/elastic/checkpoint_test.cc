@@ -10,6 +10,10 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "elastic/scenario_test.h"
 
@@ -98,6 +102,72 @@ TEST_F(CheckpointTest, TwoSimultaneousFailuresFallBackToTheLastDiskCheckpoint) {
   ExpectSameTrajectory(m.lines, "two failures after step " + std::to_string(completed_before) +
                                     ", restore from the checkpoint at step " +
                                     std::to_string(resumed));
+}
+
+// A full checkpoint disk (a tmpfs of 8 KiB mounted as the checkpoint directory): every
+// checkpoint fails cleanly, status says so with the error, and after
+// max_consecutive_failures (2) in a row the job pauses with every worker alive and nothing
+// lost. Once the disk has room (remounted larger) `retortctl resume` goes on: checkpoints
+// commit again and the job completes on the uninterrupted run's curve.
+TEST_F(CheckpointTest, AFullCheckpointDiskPausesTheJobUntilThereIsRoomAndResume) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs as the checkpoint directory needs root";
+  const JobOptions job{.checkpoint_every_steps = 5, .checkpoint_max_consecutive_failures = 2};
+  LoadReference(job);
+  if (HasFatalFailure()) return;
+  auto c = std::make_unique<ElasticCluster>(job, ClusterOptions{});
+  dirs_.push_back(c->dir());
+  const std::string dir = c->checkpoint_dir();
+  std::filesystem::create_directories(dir);
+  std::string out;
+  ASSERT_EQ(testing::RunCommand({"/usr/bin/mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", dir},
+                                &out, milliseconds(10000)),
+            0)
+      << out;
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      std::string ignored;
+      testing::RunCommand({"/usr/bin/umount", "-l", dir}, &ignored, milliseconds(10000));
+    }
+  } unmount{dir};
+  std::string error;
+  ASSERT_TRUE(c->StartCoordinator(milliseconds(15000), &error)) << error;
+  for (int i = 0; i < 2; ++i) c->StartWorker(i);
+
+  StatusView st;
+  ASSERT_TRUE(
+      c->WaitForStatus([](const StatusView& s) { return s.state == "paused"; }, kStartup, &st))
+      << "the job did not pause after failing checkpoints: " << st.raw << "\n"
+      << c->Logs();
+  auto j = nlohmann::json::parse(st.raw.substr(st.raw.find('{')));
+  EXPECT_GE(j.at("checkpoint_consecutive_failures").get<int>(), 2) << st.raw;
+  EXPECT_GE(j.at("checkpoint_failures").get<int>(), 2) << st.raw;
+  const std::string why = j.at("last_checkpoint_failure").get<std::string>();
+  EXPECT_NE(why.find("No space left on device"), std::string::npos) << why;
+  EXPECT_EQ(j.at("members").size(), 2u) << "pausing keeps every worker";
+  EXPECT_EQ(st.last_checkpoint_id, 0u);
+  // The text status says it too.
+  ASSERT_EQ(c->Ctl({"status"}, &out), 0) << out;
+  EXPECT_NE(out.find("checkpoints failing:"), std::string::npos) << out;
+  // Paused: no step completes.
+  const int64_t paused_at = c->LastStep();
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_LE(c->LastStep(), paused_at + 1) << "steps went on while paused";
+
+  ASSERT_EQ(testing::RunCommand({"/usr/bin/mount", "-o", "remount,size=64m", dir}, &out,
+                                milliseconds(10000)),
+            0)
+      << out;
+  ASSERT_EQ(c->Ctl({"resume"}, &out), 0) << out;
+  ASSERT_TRUE(WaitForCommitted(*c, 1, job.steps))
+      << "no checkpoint committed after the disk got room\n"
+      << c->Logs();
+  ExpectCompletedCleanly(*c);
+  if (HasFatalFailure()) return;
+  MetricsFile m = c->Metrics();
+  EXPECT_EQ(MissingSteps(m.lines, job.steps), "");
+  ExpectSameTrajectory(m.lines,
+                       "a pause for a full checkpoint disk at step " + std::to_string(paused_at));
 }
 
 // Scenario 9: the newest committed checkpoint has a corrupted shard (bytes flipped). After all

@@ -77,7 +77,8 @@ std::string TrajectoryYaml(const JobOptions& job) {
        "optimizer: {lr: 0.002, warmup_steps: 5, clip_grad_norm: 1.0}\n"
        "distillation: {temperature: 2.0, alpha: 0.5}\n"
        "threads_per_worker: 1\n"
-       "evaluate: false\n";
+       "evaluate: false\n"
+    << job.trajectory_extra;
   return y.str();
 }
 
@@ -86,9 +87,13 @@ std::string ScenarioJobYaml(const JobOptions& job, const std::string& output_dir
   y << TrajectoryYaml(job) << "elastic: {min_workers: " << job.min_workers
     << ", max_workers: " << job.max_workers << "}\n"
     << "output_dir: " << output_dir << "\n";
-  if (job.checkpoint_every_steps > 0)
+  if (job.checkpoint_every_steps > 0) {
     y << "checkpoint: {every_steps: " << job.checkpoint_every_steps
-      << ", keep: " << job.checkpoint_keep << "}\n";
+      << ", keep: " << job.checkpoint_keep;
+    if (job.checkpoint_max_consecutive_failures >= 0)
+      y << ", max_consecutive_failures: " << job.checkpoint_max_consecutive_failures;
+    y << "}\n";
+  }
   return y.str();
 }
 

@@ -32,8 +32,11 @@ struct JobOptions {
   int max_workers = 8;
   int checkpoint_every_steps = 0;  // 0: no periodic checkpoints
   int checkpoint_keep = 3;
+  int checkpoint_max_consecutive_failures = -1;  // -1: left out of the spec (the default)
   // A TorchScript student instead of the built-in fm-student-p7 (e.g. a CNN with BatchNorm).
   std::string student_torchscript;
+  // More trajectory lines (spec keys not written above), e.g. a `mixing:` mapping.
+  std::string trajectory_extra;
 };
 
 // Model, data, batch, steps, optimizer, distillation: what the loss curve depends on.

@@ -12,51 +12,66 @@
 namespace retort::elastic_testing {
 namespace {
 
-class FailureTest : public ElasticScenarioTest {};
-
 using testing::UnixMs;
+
+class FailureTest : public ElasticScenarioTest {
+ protected:
+  // kill -9 of rank 1 of 3 workers at step 10; the survivors must go on on the same curve.
+  void KillRankOneOfThreeAndExpectTheSameTrajectory(const JobOptions& job) {
+    std::unique_ptr<ElasticCluster> c;
+    StatusView st;
+    ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
+    // Rank 1: not the metrics writer, so every completed step still gets its line.
+    const RankedWorker victim = WorkerAtRank(*c, st, 1);
+    const int64_t kill_ms = UnixMs();
+    c->worker(victim.index).Signal(SIGKILL);
+    const MetricsMark before = c->Mark();
+
+    StatusView after;
+    ASSERT_TRUE(
+        c->WaitForStatus(FormedAfterWithout(2, st.generation, victim.member.id), kEvent, &after))
+        << "no generation without the killed worker: " << after.raw << "\n"
+        << c->Logs();
+    MetricsFile m;
+    // The next new completed step is the first one of a newer generation (rank 0 may still append
+    // the line of a step completed just before the kill).
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          m = c->Metrics();
+          return std::any_of(m.lines.begin(), m.lines.end(),
+                             [&](const MetricLine& l) { return l.generation > st.generation; });
+        },
+        kEvent))
+        << "no step completed in a generation after the kill\n"
+        << c->Logs();
+    PrintRecoveryTime(m, st.generation, kill_ms, "kill -9 of rank 1 (of 3)");
+    ExpectCompletedCleanly(*c, {victim.index});
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(c->worker(victim.index).Wait(milliseconds(0)).value_or(-1), 128 + SIGKILL);
+
+    m = c->Metrics();
+    EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
+    ExpectNoLostSteps(m, job, before);
+    ExpectSameTrajectory(m.lines, "kill -9 of rank 1 at step " + std::to_string(before.step));
+  }
+};
+
 
 // Scenario 5: kill -9 of a worker. Survivors detect it, the coordinator forms the next
 // generation, training continues from the last completed step: no completed step is lost and
 // the loss curve matches the uninterrupted run (the dead rank's optimizer range comes back from
 // its in-memory replica).
 TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajectory) {
-  const JobOptions job{.min_workers = 2, .max_workers = 3};
-  std::unique_ptr<ElasticCluster> c;
-  StatusView st;
-  ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
-  // Rank 1: not the metrics writer, so every completed step still gets its line.
-  const RankedWorker victim = WorkerAtRank(*c, st, 1);
-  const int64_t kill_ms = UnixMs();
-  c->worker(victim.index).Signal(SIGKILL);
-  const MetricsMark before = c->Mark();
+  KillRankOneOfThreeAndExpectTheSameTrajectory(JobOptions{.min_workers = 2, .max_workers = 3});
+}
 
-  StatusView after;
-  ASSERT_TRUE(
-      c->WaitForStatus(FormedAfterWithout(2, st.generation, victim.member.id), kEvent, &after))
-      << "no generation without the killed worker: " << after.raw << "\n"
-      << c->Logs();
-  MetricsFile m;
-  // The next new completed step is the first one of a newer generation (rank 0 may still append
-  // the line of a step completed just before the kill).
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        m = c->Metrics();
-        return std::any_of(m.lines.begin(), m.lines.end(),
-                           [&](const MetricLine& l) { return l.generation > st.generation; });
-      },
-      kEvent))
-      << "no step completed in a generation after the kill\n"
-      << c->Logs();
-  PrintRecoveryTime(m, st.generation, kill_ms, "kill -9 of rank 1 (of 3)");
-  ExpectCompletedCleanly(*c, {victim.index});
-  if (HasFatalFailure()) return;
-  EXPECT_EQ(c->worker(victim.index).Wait(milliseconds(0)).value_or(-1), 128 + SIGKILL);
-
-  m = c->Metrics();
-  EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
-  ExpectNoLostSteps(m, job, before);
-  ExpectSameTrajectory(m.lines, "kill -9 of rank 1 at step " + std::to_string(before.step));
+// The same with mixup and CutMix on: a pair's mix is a function of (seed, epoch, step, pair)
+// and pairs are never cut between ranks, so the recovered run mixes as the reference does.
+TEST_F(FailureTest, WithMixingKillNineWorkerKeepsTheTrajectory) {
+  KillRankOneOfThreeAndExpectTheSameTrajectory(
+      JobOptions{.min_workers = 2,
+                 .max_workers = 3,
+                 .trajectory_extra = "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0}\n"});
 }
 
 // Scenario 8: a zombie. SIGSTOP a worker until the coordinator evicts it, then SIGCONT it. The

@@ -96,6 +96,32 @@ TEST(DataSampler, ContiguousSplitSizesDifferByAtMostOne) {
   }
 }
 
+// With a split unit (batch mixing's pairs), slices are whole units: no unit is cut, the sizes
+// counts differ by at most one, and unit 1 is the plain split.
+TEST(DataSampler, SplitUnitsAreNeverCut) {
+  for (int64_t n : {0, 1, 2, 7, 64, 65}) {
+    for (int world = 1; world <= 6; ++world) {
+      int64_t expected_begin = 0, min_size = n, max_size = 0;
+      for (int r = 0; r < world; ++r) {
+        auto [b, e] = ContiguousSplit(n, r, world, 2);
+        EXPECT_EQ(b, expected_begin);
+        EXPECT_TRUE(b % 2 == 0 || b == n) << "n " << n << " world " << world << " rank " << r;
+        EXPECT_TRUE(e % 2 == 0 || e == n);
+        EXPECT_EQ(ContiguousSplit(n, r, world, 1), ContiguousSplit(n, r, world));
+        expected_begin = e;
+        const int64_t units = (e - b + 1) / 2;
+        min_size = std::min(min_size, units);
+        max_size = std::max(max_size, units);
+      }
+      EXPECT_EQ(expected_begin, n);
+      EXPECT_LE(max_size - min_size, 1) << "n " << n << " world " << world;
+    }
+  }
+  SamplerConfig config{100, 10, 7, true};
+  config.split_unit = 0;
+  EXPECT_FALSE(Sampler::Create(config).ok());
+}
+
 // Every step's slices over ranks form exactly that step's window of the permutation, and the
 // weights sum to one, for every world size 1..5.
 TEST(DataSampler, RanksPartitionEveryStepAndWeightsSumToOne) {

@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> 
   config.global_batch = options.global_batch;
   config.seed = options.seed;
   config.drop_last = options.drop_last;
+  config.split_unit = options.split_unit;
   RETORT_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(config));
   return std::unique_ptr<Loader>(new Loader(std::move(dataset), options, std::move(sampler)));
 }
@@ -365,6 +366,7 @@ StatusOr<Batch> Loader::Next(Deadline deadline) {
   batch.augmentation_seeds = std::move(job->used_seeds);
   batch.epoch = job->slice.epoch;
   batch.step = job->slice.step;
+  batch.position_in_step = job->slice.begin - job->slice.step * sampler_.config().global_batch;
   batch.weight = job->slice.weight;
   ++consumer_stats_.batches;
   consumer_stats_.samples += static_cast<int64_t>(batch.sample_indices.size());

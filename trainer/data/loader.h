@@ -44,6 +44,7 @@ struct LoaderOptions {
   int64_t global_batch = 0;  // fixed by the job, independent of world size
   uint64_t seed = 0;         // epoch permutations and augmentation seeds derive from it
   bool drop_last = true;     // see sampler.h
+  int64_t split_unit = 1;    // see sampler.h (2 with batch mixing: pairs stay on one rank)
   bool augment = true;       // false: augmentation seed 0 (eval transform) for every sample
   int num_threads = 4;       // decode threads, >= 1
   int prefetch_depth = 2;    // batches planned ahead (including the next one), >= 1

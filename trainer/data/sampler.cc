@@ -20,12 +20,13 @@ std::vector<int64_t> EpochPermutation(uint64_t seed, int64_t epoch, int64_t n) {
   return perm;
 }
 
-std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size) {
-  const int64_t base = n / world_size;
-  const int64_t extra = n % world_size;
+std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size, int64_t unit) {
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t base = units / world_size;
+  const int64_t extra = units % world_size;
   const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
   const int64_t size = base + (rank < extra ? 1 : 0);
-  return {begin, begin + size};
+  return {std::min(begin * unit, n), std::min((begin + size) * unit, n)};
 }
 
 StatusOr<Sampler> Sampler::Create(const SamplerConfig& config) {
@@ -36,6 +37,10 @@ StatusOr<Sampler> Sampler::Create(const SamplerConfig& config) {
   if (config.global_batch <= 0) {
     return InvalidArgumentError("sampler: global_batch must be > 0, got " +
                                 std::to_string(config.global_batch));
+  }
+  if (config.split_unit < 1) {
+    return InvalidArgumentError("sampler: split_unit must be >= 1, got " +
+                                std::to_string(config.split_unit));
   }
   if (config.drop_last && config.global_batch > config.dataset_size) {
     return InvalidArgumentError("sampler: global_batch " + std::to_string(config.global_batch) +
@@ -96,7 +101,7 @@ StatusOr<RankSlice> Sampler::Slice(int64_t epoch, int64_t step, int rank, int wo
   slice.rank = rank;
   slice.world_size = world_size;
   slice.batch_size = BatchSize(step);
-  const auto [lo, hi] = ContiguousSplit(slice.batch_size, rank, world_size);
+  const auto [lo, hi] = ContiguousSplit(slice.batch_size, rank, world_size, config_.split_unit);
   slice.begin = step * config_.global_batch + lo;
   slice.end = step * config_.global_batch + hi;
   slice.weight = static_cast<double>(hi - lo) / static_cast<double>(slice.batch_size);

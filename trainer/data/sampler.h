@@ -4,7 +4,9 @@
 // driven by SplitMix64 (trainer/data/random.h), identical on every platform. The global batch B
 // is fixed by the job. Step s of epoch e consumes positions [s*B, (s+1)*B) of P_e. That global
 // batch is split among the R ranks of the current generation as contiguous slices whose sizes
-// differ by at most one (the first `n % R` ranks get one extra sample); rank r's loss is scaled
+// differ by at most one (the first `n % R` ranks get one extra sample; with a split unit u > 1
+// the slices are whole runs of u consecutive positions, e.g. the pairs of batch mixing: no unit
+// is cut, and the ranks' numbers of units differ by at most one); rank r's loss is scaled
 // by weight = slice size / global batch size, so the sum over ranks of the weighted per-rank
 // mean losses is exactly the mean over the global batch, whatever R is.
 //
@@ -34,6 +36,9 @@ struct SamplerConfig {
   int64_t global_batch = 0;
   uint64_t seed = 0;
   bool drop_last = true;
+  // Slices are made of whole units of this many consecutive positions of a step (the last unit
+  // of a step may be shorter); >= 1.
+  int64_t split_unit = 1;
 };
 
 // Position in the training schedule: the next step to run.
@@ -68,9 +73,10 @@ struct RankSlice {
 // Deterministic permutation of [0, n) for (seed, epoch). Portable (same on every platform).
 std::vector<int64_t> EpochPermutation(uint64_t seed, int64_t epoch, int64_t n);
 
-// Splits `n` items among `world_size` ranks as contiguous ranges differing in size by at most
-// one; returns [begin, end) of `rank`'s range.
-std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size);
+// Splits `n` items among `world_size` ranks as contiguous ranges of whole units of `unit`
+// items (the last unit may be shorter), differing by at most one unit; returns [begin, end) of
+// `rank`'s range.
+std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size, int64_t unit = 1);
 
 class Sampler {
  public:
