@@ -11,6 +11,7 @@
 #include "common/backoff.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "coordinator/evaluation_record.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/member_secret.h"
 #include "coordinator/planner.h"
@@ -653,6 +654,8 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     return InvalidArgumentError("heartbeat: step " + std::to_string(req.step()) + " / epoch " +
                                 std::to_string(req.epoch()) + " is beyond 2^53");
   RETORT_RETURN_IF_ERROR(CheckParameterCountLocked(req.parameter_count()));
+  if (req.has_evaluation())
+    RETORT_RETURN_IF_ERROR(ValidateEvaluationResult(req.evaluation(), kMaxReportedStep));
   if (req.parameter_count() > 0 && state_.parameter_count() == 0) {
     state_.set_parameter_count(req.parameter_count());
     Status st = PersistLocked();
@@ -668,6 +671,8 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
   if (req.has_metrics()) m.metrics = req.metrics();
+  if (req.has_evaluation())
+    RecordEvaluation(req.evaluation(), &last_evaluation_, &best_evaluation_);
   m.generation = req.generation();
   MaybeStartPeriodicCheckpointLocked();
   v1::HeartbeatResponse resp;

@@ -299,6 +299,9 @@ class Coordinator {
   // The step of the last checkpoint that failed: a member that begins one there afterwards
   // (it reached the step before hearing of the failure) is refused rather than retried.
   int64_t failed_checkpoint_step_ RETORT_GUARDED_BY(mu_) = -1;
+  // Evaluations during training reported by members (evaluation_record.h; step 0: none yet).
+  v1::EvaluationResult last_evaluation_ RETORT_GUARDED_BY(mu_);
+  v1::EvaluationResult best_evaluation_ RETORT_GUARDED_BY(mu_);
   // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
   OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged

@@ -44,6 +44,10 @@ v1::StatusResponse Coordinator::GetStatus() const {
   s.set_last_checkpoint_id(state_.last_checkpoint_id());
   s.set_last_checkpoint_step(state_.last_checkpoint_step());
   if (checkpoint_health_.failures_total() > 0) *s.mutable_checkpoint_health() = checkpoint_health_;
+  if (last_evaluation_.step() > 0) {
+    *s.mutable_last_evaluation() = last_evaluation_;
+    *s.mutable_best_evaluation() = best_evaluation_;
+  }
   s.set_coordinator_version(RETORT_VERSION);
   if (state_.has_failure()) *s.mutable_failure() = state_.failure();
   auto now = clock_->Now();

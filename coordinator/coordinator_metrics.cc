@@ -5,6 +5,7 @@
 #include <prometheus/family.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
+#include <limits>
 
 #include "coordinator/rpc_metrics.h"
 #include "rpc/job_state.h"
@@ -50,6 +51,10 @@ class StatusCollector final : public prometheus::Collectable {
                        "Step of the newest committed checkpoint (0 = none).");
     auto ckpt_row = Family("retort_coordinator_checkpoint_consecutive_failures",
                            "Checkpoints that failed to commit since the last committed one.");
+    auto eval_top1 = Family("retort_coordinator_evaluation_top1",
+                            "Top-1 on the test split of the latest evaluation during training.");
+    auto eval_best = Family("retort_coordinator_evaluation_best_top1",
+                            "Best top-1 of the evaluations during training so far.");
     auto uptime = Family("retort_coordinator_uptime_seconds", "Seconds since this process began.");
     auto m_step = Family("retort_coordinator_member_step", "Last step each member completed.");
     auto m_age = Family("retort_coordinator_member_heartbeat_age_seconds",
@@ -67,6 +72,10 @@ class StatusCollector final : public prometheus::Collectable {
     AddGauge(&max_w, s.max_workers());
     AddGauge(&ckpt, static_cast<double>(s.last_checkpoint_step()));
     AddGauge(&ckpt_row, s.checkpoint_health().consecutive_failures());
+    // NaN before the first evaluation (0 would read as a student that gets nothing right).
+    const double none = std::numeric_limits<double>::quiet_NaN();
+    AddGauge(&eval_top1, s.has_last_evaluation() ? s.last_evaluation().top1() : none);
+    AddGauge(&eval_best, s.has_last_evaluation() ? s.best_evaluation().top1() : none);
     AddGauge(&uptime, static_cast<double>(s.uptime_ms()) / 1000.0);
     for (const auto& m : s.members()) {
       std::vector<prometheus::ClientMetric::Label> labels = {
@@ -78,8 +87,8 @@ class StatusCollector final : public prometheus::Collectable {
       AddGauge(&m_age, static_cast<double>(m.last_heartbeat_ms_ago()) / 1000.0, labels);
       AddGauge(&m_sps, m.metrics().samples_per_second(), labels);
     }
-    return {members, generation, step,   total,  state, min_w, max_w,
-            ckpt,    ckpt_row,   uptime, m_step, m_age, m_sps};
+    return {members,  generation, step,      total,  state,  min_w, max_w, ckpt,
+            ckpt_row, eval_top1,  eval_best, uptime, m_step, m_age, m_sps};
   }
 
  private:

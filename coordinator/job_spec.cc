@@ -90,9 +90,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
     set.push_back("dataset.augmentation.random_erase_prob");
   if (s.dataset().repeated_augmentations() > 1) set.push_back("dataset.repeated_augmentations");
   if (s.ema().decay() != 0 || s.ema().start_step() != 0) set.push_back("ema");
-  const auto& e = s.evaluation();
-  if (e.every_steps() != 0 || e.every_epochs() != 0 || e.max_samples() != 0 || e.export_best())
-    set.push_back("evaluation");
   if (s.max_micro_batch() != 0) set.push_back("max_micro_batch");
   if (!s.recipe().empty()) set.push_back("recipe");
   if (s.has_soft_labels()) set.push_back("soft_labels");
@@ -266,6 +263,15 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(
       IntIn(c.max_consecutive_failures(), 0, 1000000, "checkpoint.max_consecutive_failures"));
   RETORT_RETURN_IF_ERROR(ValidateMixing(s));
+  const auto& ev = s.evaluation();
+  RETORT_RETURN_IF_ERROR(IntIn(ev.every_steps(), 0, kMaxSteps, "evaluation.every_steps"));
+  RETORT_RETURN_IF_ERROR(IntIn(ev.every_epochs(), 0, kMaxEpochs, "evaluation.every_epochs"));
+  RETORT_RETURN_IF_ERROR(
+      IntIn(ev.max_samples(), 0, kMaxSyntheticSamples, "evaluation.max_samples"));
+  if ((ev.export_best() || ev.max_samples() > 0) && ev.every_steps() == 0 && ev.every_epochs() == 0)
+    return InvalidArgumentError(
+        "evaluation: export_best and max_samples apply to evaluations during training; set "
+        "evaluation.every_steps or evaluation.every_epochs");
   return RefuseFieldsNotYetAvailable(s);
 }
 

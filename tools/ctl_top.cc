@@ -53,6 +53,13 @@ std::string FormatTop(const v1::StatusResponse& s, const std::vector<TopRow>& ro
                 static_cast<unsigned long long>(s.generation()), static_cast<long long>(s.step()),
                 static_cast<long long>(s.total_steps()), s.members_size());
   out += buf;
+  if (s.last_evaluation().step() > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "evaluation at step %lld: top-1 %.4f, top-5 %.4f (best %.4f)\n\n",
+                  static_cast<long long>(s.last_evaluation().step()), s.last_evaluation().top1(),
+                  s.last_evaluation().top5(), s.best_evaluation().top1());
+    out += buf;
+  }
   if (s.checkpoint_health().consecutive_failures() > 0) {
     std::snprintf(
         buf, sizeof(buf),

@@ -98,6 +98,16 @@ json FailureJson(const v1::StatusResponse& r) {
               {"unix_ms", f.unix_ms()}};
 }
 
+// null before the job's first evaluation during training.
+json EvaluationJson(const v1::EvaluationResult& e) {
+  if (e.step() == 0) return nullptr;
+  return json{{"step", e.step()},
+              {"epoch", e.epoch()},
+              {"samples", e.samples()},
+              {"top1", e.top1()},
+              {"top5", e.top5()}};
+}
+
 int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o.timeout_ms);
@@ -122,6 +132,8 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"checkpoint_consecutive_failures", r.checkpoint_health().consecutive_failures()},
            {"last_checkpoint_failure", r.checkpoint_health().last_failure()},
            {"last_checkpoint_failure_step", r.checkpoint_health().last_failure_step()},
+           {"last_evaluation", EvaluationJson(r.last_evaluation())},
+           {"best_evaluation", EvaluationJson(r.best_evaluation())},
            {"members", json::array()},
            {"awaiting_rejoin",
             std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end())}};
@@ -138,6 +150,13 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
     std::printf(", checkpoint %llu at step %lld",
                 static_cast<unsigned long long>(r.last_checkpoint_id()),
                 static_cast<long long>(r.last_checkpoint_step()));
+  if (r.last_evaluation().step() > 0)
+    std::printf(
+        "\nevaluation at step %lld: top-1 %.4f, top-5 %.4f on %lld test samples (best "
+        "top-1 %.4f at step %lld)",
+        static_cast<long long>(r.last_evaluation().step()), r.last_evaluation().top1(),
+        r.last_evaluation().top5(), static_cast<long long>(r.last_evaluation().samples()),
+        r.best_evaluation().top1(), static_cast<long long>(r.best_evaluation().step()));
   if (r.checkpoint_health().failures_total() > 0) {
     const v1::CheckpointHealth& h = r.checkpoint_health();
     std::printf("\ncheckpoints failing: %lld failed (%d in a row), the last at step %lld: %s",

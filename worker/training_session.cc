@@ -416,6 +416,7 @@ Status TrainingSession::RunSteps(const Assignment& a) {
                             << (r.skipped ? " (skipped)" : "");
       }
     }
+    RETORT_RETURN_IF_ERROR(EvaluateIfDue(a));
   }
   return Finish(a);
 }

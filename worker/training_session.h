@@ -36,6 +36,7 @@
 #include "trainer/data/batch_mixing.h"
 #include "trainer/data/loader.h"
 #include "trainer/device.h"
+#include "trainer/evaluation.h"
 #include "trainer/kd_step.h"
 #include "worker/checkpointer.h"
 #include "worker/communicator_shard_comm.h"
@@ -152,6 +153,11 @@ class TrainingSession final : public GenerationHandler {
   // The committed checkpoint ids (newest first), as rank 0 sees them, broadcast to all ranks.
   StatusOr<std::vector<uint64_t>> AgreeOnCheckpoints(const Assignment& a);
   void WriteMetrics(const trainer::StepResult& r, double samples_per_second);
+  // Evaluation during training (session_evaluation.cc): after a step the spec's `evaluation`
+  // names, every rank counts its slice of the test split and rank 0 reports the sums.
+  Status EvaluateIfDue(const Assignment& a);
+  // The student's counts on test samples [begin, end), read (and kept, when small) in batches.
+  StatusOr<trainer::TopKCounts> CountEvalSlice(int64_t begin, int64_t end);
   // Hands a completed step to the step log, the trace and options_.step_observer.
   void ObserveStep(const StepRecord& record);
 
@@ -171,6 +177,11 @@ class TrainingSession final : public GenerationHandler {
   std::shared_ptr<const trainer::data::Dataset> train_set_, test_set_;
   std::unique_ptr<trainer::data::Loader> loader_;
   trainer::data::MixingOptions mixing_;  // of the training batches (off unless the spec mixes)
+  // This rank's slice of the test split kept between evaluations (eval_range_ {-1, -1}: none),
+  // and the best top-1 exported so far by this process (-1: not known yet).
+  std::vector<trainer::Batch> eval_batches_;
+  std::pair<int64_t, int64_t> eval_range_{-1, -1};
+  double best_top1_ = -1;
   int64_t total_steps_ = 0;
   int64_t global_step_ = 0;
   // The trainer's stream for the data plane (CUDA; null otherwise); outlives shard_comm_.

@@ -122,6 +122,11 @@ void WorkerAgent::ReportProgress(int64_t step, int64_t epoch, const v1::StepMetr
   metrics_ = metrics;
 }
 
+void WorkerAgent::ReportEvaluation(const v1::EvaluationResult& evaluation) {
+  MutexLock lock(mu_);
+  evaluation_ = evaluation;
+}
+
 bool WorkerAgent::SleepUnlessStopped(std::chrono::milliseconds d) {
   MutexLock lock(mu_);
   return !cv_.WaitFor(mu_, d, [this]() RETORT_REQUIRES(mu_) { return stop_; });
@@ -255,6 +260,7 @@ Status WorkerAgent::Run() {
       hb.set_step(step_);
       hb.set_epoch(epoch_);
       *hb.mutable_metrics() = metrics_;
+      if (evaluation_.step() > 0) *hb.mutable_evaluation() = evaluation_;
     }
     hb.set_generation(generation_.load());
     hb.set_parameter_count(options_.parameter_count);

@@ -74,6 +74,8 @@ class WorkerAgent {
   void FailJob(v1::JobFailure failure) RETORT_EXCLUDES(mu_);
   void ReportProgress(int64_t step, int64_t epoch, const v1::StepMetrics& metrics)
       RETORT_EXCLUDES(mu_);
+  // The job's latest evaluation during training (rank 0): every later heartbeat carries it.
+  void ReportEvaluation(const v1::EvaluationResult& evaluation) RETORT_EXCLUDES(mu_);
 
   std::string member_id() const RETORT_EXCLUDES(mu_);
   // The job's state when the coordinator refused this worker's join (or re-join) because the
@@ -105,6 +107,7 @@ class WorkerAgent {
   int64_t step_ RETORT_GUARDED_BY(mu_) = 0;
   int64_t epoch_ RETORT_GUARDED_BY(mu_) = 0;
   v1::StepMetrics metrics_ RETORT_GUARDED_BY(mu_);
+  v1::EvaluationResult evaluation_ RETORT_GUARDED_BY(mu_);  // step 0: none yet
   std::optional<v1::JobFailure> failure_ RETORT_GUARDED_BY(mu_);
   v1::JobState ended_state_ RETORT_GUARDED_BY(mu_) = v1::JOB_STATE_UNSPECIFIED;
   CoordinatorClient::GenerationWatch* watch_ RETORT_GUARDED_BY(mu_) = nullptr;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/file_util.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
@@ -715,6 +717,38 @@ TEST_F(CoordinatorTest, ACheckpointDroppedByAMembershipChangeIsNoFailure) {
   JoinOk("n1", 0);  // a new member: a new generation drops the pending checkpoint
   Settle();
   EXPECT_EQ(c_->GetStatus().checkpoint_health().failures_total(), 0);
+}
+
+// Evaluations during training come in heartbeats: status keeps the newest and the best; a
+// malformed one is refused with the heartbeat (and changes nothing).
+TEST_F(CoordinatorTest, StatusKeepsTheNewestAndTheBestEvaluation) {
+  auto a = JoinOk("n0", 0);
+  Settle();
+  EXPECT_FALSE(c_->GetStatus().has_last_evaluation());
+  auto report = [&](int64_t step, double top1) {
+    v1::HeartbeatRequest hb;
+    hb.set_member_id(a);
+    hb.set_generation(listener_.seen.back()->number());
+    hb.set_step(step);
+    auto* e = hb.mutable_evaluation();
+    e->set_step(step);
+    e->set_samples(1000);
+    e->set_top1(top1);
+    e->set_top5(std::min(1.0, top1 + 0.2));
+    return c_->Heartbeat(hb).status();
+  };
+  ASSERT_TRUE(report(10, 0.5).ok());
+  ASSERT_TRUE(report(20, 0.7).ok());
+  ASSERT_TRUE(report(20, 0.7).ok());  // every heartbeat repeats the latest
+  ASSERT_TRUE(report(30, 0.6).ok());
+  v1::StatusResponse s = c_->GetStatus();
+  EXPECT_EQ(s.last_evaluation().step(), 30);
+  EXPECT_DOUBLE_EQ(s.last_evaluation().top1(), 0.6);
+  EXPECT_EQ(s.best_evaluation().step(), 20);
+  EXPECT_DOUBLE_EQ(s.best_evaluation().top1(), 0.7);
+  EXPECT_EQ(report(40, 1.5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(report(40, std::nan("")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_->GetStatus().last_evaluation().step(), 30);
 }
 
 TEST_F(CoordinatorTest, NoPeriodicCheckpointsWithoutEverySteps) {

@@ -323,7 +323,6 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"dataset: {augmentation: {random_erase_prob: 0.25}}", "dataset.augmentation.random_erase"},
       {"dataset: {repeated_augmentations: 3}", "dataset.repeated_augmentations"},
       {"ema: {decay: 0.9998}", "ema"},
-      {"evaluation: {every_steps: 100}", "evaluation"},
       {"max_micro_batch: 32", "max_micro_batch"},
       {"recipe: deit", "recipe"},
       {"distillation: {loss: hard}", "distillation.loss"},
@@ -373,6 +372,16 @@ TEST(JobSpecTest, MixingDefaultsAndRules) {
   ExpectError(ModelsOnly() + "mixing: {label_smoothing: 1}\n", "mixing.label_smoothing");
   ExpectError(ModelsOnly() + "mixing: {mixup_alpha: 1}\ndistillation: {cache_top_k: 5}\n",
               "distillation.cache_top_k");
+}
+
+TEST(JobSpecTest, EvaluationDuringTrainingRules) {
+  auto spec =
+      ParseJobSpec(ModelsOnly() + "evaluation: {every_steps: 50, export_best: true}\n", "e");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->evaluation().every_steps(), 50);
+  ExpectError(ModelsOnly() + "evaluation: {every_steps: -1}\n", "evaluation.every_steps");
+  ExpectError(ModelsOnly() + "evaluation: {export_best: true}\n", "every_steps or");
+  ExpectError(ModelsOnly() + "evaluation: {max_samples: 100}\n", "every_steps or");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {
