@@ -94,9 +94,8 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   if (!s.recipe().empty()) set.push_back("recipe");
   if (s.has_soft_labels()) set.push_back("soft_labels");
   const auto& kd = s.distillation();
-  if (!kd.loss().empty() && kd.loss() != "kl") set.push_back("distillation.loss");
-  if (kd.has_dkd_alpha() || kd.has_dkd_beta() || kd.has_dist_beta() || kd.has_dist_gamma())
-    set.push_back("distillation.dkd_*/dist_*");
+  if (kd.loss() == "dist" || kd.has_dist_beta() || kd.has_dist_gamma())
+    set.push_back("distillation.loss: dist");
   if (!kd.soft_labels().empty() || !kd.view_policy().empty())
     set.push_back("distillation.soft_labels");
   if (s.checkpoint().replicas() > 1) set.push_back("checkpoint.replicas");
@@ -173,6 +172,11 @@ void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) 
   if (kd->temperature() == 0 && absent("distillation.temperature")) kd->set_temperature(4.0);
   const bool has_teacher = HasTeacher(*s);
   if (!kd->has_alpha()) kd->set_alpha(has_teacher ? 0.5 : 0.0);
+  if (kd->loss() == "dkd") {
+    // mdistiller's DKD defaults for CIFAR/ImageNet students.
+    if (!kd->has_dkd_alpha()) kd->set_dkd_alpha(1.0);
+    if (!kd->has_dkd_beta()) kd->set_dkd_beta(8.0);
+  }
   auto* e = s->mutable_elastic();
   if (e->min_workers() == 0 && absent("elastic.min_workers")) e->set_min_workers(1);
   if (e->max_workers() == 0 && absent("elastic.max_workers"))
@@ -248,6 +252,18 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
       DoubleIn(kd.temperature(), 0, true, 100, false, "distillation.temperature"));
   RETORT_RETURN_IF_ERROR(DoubleIn(kd.alpha(), 0, false, 1, false, "distillation.alpha"));
   RETORT_RETURN_IF_ERROR(IntIn(kd.cache_top_k(), 0, d.num_classes(), "distillation.cache_top_k"));
+  // Empty is "kl" (left empty so that specs stored by earlier versions compare equal).
+  static const std::set<std::string> losses = {"", "kl", "hard", "dkd", "dist"};
+  RETORT_RETURN_IF_ERROR(Range(losses.count(kd.loss()) > 0, "distillation.loss",
+                               "'" + kd.loss() + "' is not one of kl, hard, dkd, dist"));
+  if (!kd.loss().empty() && kd.loss() != "kl" && !has_teacher)
+    return InvalidArgumentError("distillation.loss: " + kd.loss() +
+                                " distils from a teacher; this job has none");
+  if ((kd.has_dkd_alpha() || kd.has_dkd_beta()) && kd.loss() != "dkd")
+    return InvalidArgumentError("distillation.dkd_alpha/dkd_beta: apply to loss: dkd only");
+  RETORT_RETURN_IF_ERROR(
+      DoubleIn(kd.dkd_alpha(), 0, false, kHuge, false, "distillation.dkd_alpha"));
+  RETORT_RETURN_IF_ERROR(DoubleIn(kd.dkd_beta(), 0, false, kHuge, false, "distillation.dkd_beta"));
   RETORT_RETURN_IF_ERROR(IntIn(s.threads_per_worker(), 0, 1024, "threads_per_worker"));
   const auto& c = s.checkpoint();
   RETORT_RETURN_IF_ERROR(IntIn(c.every_steps(), 0, kMaxSteps, "checkpoint.every_steps"));

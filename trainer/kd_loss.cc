@@ -17,6 +17,9 @@ Status ValidateKdLossOptions(const KdLossOptions& options) {
   if (!(options.temperature > 0.0) || !std::isfinite(options.temperature))
     return InvalidArgumentError("KD loss: temperature must be > 0, got " +
                                 std::to_string(options.temperature));
+  if (!(options.dkd_alpha >= 0.0 && std::isfinite(options.dkd_alpha) && options.dkd_beta >= 0.0 &&
+        std::isfinite(options.dkd_beta)))
+    return InvalidArgumentError("KD loss: dkd_alpha and dkd_beta must be finite and >= 0");
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing < 1.0))
     return InvalidArgumentError("KD loss: label_smoothing must be in [0, 1), got " +
                                 std::to_string(options.label_smoothing));
@@ -46,6 +49,32 @@ torch::Tensor CrossEntropy(const torch::Tensor& s, const torch::Tensor& labels, 
   return -(target * log_q).sum() / n;
 }
 
+// KL(p || q) summed over classes, averaged over rows, from log-probabilities.
+torch::Tensor KlBatchMean(const torch::Tensor& log_p, const torch::Tensor& log_q) {
+  const double n = static_cast<double>(std::max<int64_t>(log_p.size(0), 1));
+  return (log_p.exp() * (log_p - log_q)).sum() / n;
+}
+
+torch::Tensor Dkd(const torch::Tensor& s, const torch::Tensor& teacher, const torch::Tensor& labels,
+                  const KdLossOptions& o) {
+  const double t = o.temperature;
+  auto target = torch::zeros_like(s, torch::kBool).scatter_(1, labels.unsqueeze(1), true);
+  // TCKD: the binary split (target class, all others) of each distribution.
+  auto binary = [&](const torch::Tensor& logits) {
+    auto p = torch::softmax(logits / t, -1);
+    auto p_target = (p * target).sum(1, /*keepdim=*/true);
+    return torch::cat({p_target, 1 - p_target}, 1).clamp_min(1e-12).log();
+  };
+  auto tckd = KlBatchMean(binary(teacher), binary(s));
+  // NCKD: the distributions over the non-target classes (the target masked out by -1000, as
+  // mdistiller does, which leaves exp(-1000) = 0 in float32).
+  auto masked = [&](const torch::Tensor& logits) {
+    return torch::log_softmax(logits / t - 1000.0 * target.to(logits.dtype()), -1);
+  };
+  auto nckd = KlBatchMean(masked(teacher), masked(s));
+  return (o.dkd_alpha * tckd + o.dkd_beta * nckd) * (t * t);
+}
+
 }  // namespace
 
 KdLossParts KdLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
@@ -54,16 +83,29 @@ KdLossParts KdLoss(const torch::Tensor& student_logits, const torch::Tensor& tea
   const double t = options.temperature;
   auto s = student_logits.to(torch::kFloat);
   auto teacher = teacher_logits.to(torch::kFloat).detach();
-  auto log_q = torch::log_softmax(s / t, -1);
-  auto log_p = torch::log_softmax(teacher / t, -1);
-  // KL(p || q) = sum p (log p - log q), batchmean.
-  const double n = static_cast<double>(std::max<int64_t>(s.size(0), 1));
-  auto kl = (log_p.exp() * (log_p - log_q)).sum() / n;
   auto ce = CrossEntropy(s, labels, options.label_smoothing, partner_labels, own_weight);
   KdLossParts parts;
-  parts.total = options.alpha * t * t * kl + (1.0 - options.alpha) * ce;
-  parts.kl = kl.detach();
   parts.ce = ce.detach();
+  if (options.alpha == 0) {
+    parts.total = ce;
+    parts.kl = torch::zeros({}, ce.options());
+    return parts;
+  }
+  torch::Tensor distill;
+  switch (options.kind) {
+    case DistillationLoss::kKl:
+      distill =
+          (t * t) * KlBatchMean(torch::log_softmax(teacher / t, -1), torch::log_softmax(s / t, -1));
+      break;
+    case DistillationLoss::kHard:
+      distill = torch::nll_loss(torch::log_softmax(s, -1), teacher.argmax(-1));
+      break;
+    case DistillationLoss::kDkd:
+      distill = Dkd(s, teacher, labels, options);
+      break;
+  }
+  parts.total = options.alpha * distill + (1.0 - options.alpha) * ce;
+  parts.kl = distill.detach();
   return parts;
 }
 

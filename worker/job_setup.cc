@@ -124,6 +124,12 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
   o.loss.alpha = HasTeacher(job) ? job.distillation().alpha() : 0.0;
   o.loss.temperature = job.distillation().temperature();
   o.loss.label_smoothing = job.mixing().label_smoothing();
+  const std::string& loss = job.distillation().loss();
+  o.loss.kind = loss == "hard"  ? trainer::DistillationLoss::kHard
+                : loss == "dkd" ? trainer::DistillationLoss::kDkd
+                                : trainer::DistillationLoss::kKl;
+  if (job.distillation().has_dkd_alpha()) o.loss.dkd_alpha = job.distillation().dkd_alpha();
+  if (job.distillation().has_dkd_beta()) o.loss.dkd_beta = job.distillation().dkd_beta();
   const auto& opt = job.optimizer();
   o.optimizer.lr = opt.lr();
   o.optimizer.beta1 = opt.beta1();

@@ -325,7 +325,7 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"ema: {decay: 0.9998}", "ema"},
       {"max_micro_batch: 32", "max_micro_batch"},
       {"recipe: deit", "recipe"},
-      {"distillation: {loss: hard}", "distillation.loss"},
+      {"distillation: {loss: dist}", "distillation.loss: dist"},
       {"distillation: {soft_labels: /tmp/store}", "distillation.soft_labels"},
       {"checkpoint: {replicas: 2}", "checkpoint.replicas"},
       {"elastic: {straggler: {rebalance: true}}", "elastic.straggler"},
@@ -382,6 +382,21 @@ TEST(JobSpecTest, EvaluationDuringTrainingRules) {
   ExpectError(ModelsOnly() + "evaluation: {every_steps: -1}\n", "evaluation.every_steps");
   ExpectError(ModelsOnly() + "evaluation: {export_best: true}\n", "every_steps or");
   ExpectError(ModelsOnly() + "evaluation: {max_samples: 100}\n", "every_steps or");
+}
+
+TEST(JobSpecTest, DistillationLossesAndTheirWeights) {
+  auto dkd = ParseJobSpec(ModelsOnly() + "distillation: {loss: dkd}\n", "d");
+  ASSERT_TRUE(dkd.ok()) << dkd.status();
+  EXPECT_DOUBLE_EQ(dkd->distillation().dkd_alpha(), 1.0);
+  EXPECT_DOUBLE_EQ(dkd->distillation().dkd_beta(), 8.0);
+  auto plain = ParseJobSpec(ModelsOnly(), "p");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->distillation().loss(), "") << "left out: Hinton's KL";
+  EXPECT_TRUE(ParseJobSpec(ModelsOnly() + "distillation: {loss: hard}\n", "h").ok());
+  ExpectError(ModelsOnly() + "distillation: {loss: soft}\n", "not one of kl, hard, dkd");
+  ExpectError(ModelsOnly() + "distillation: {loss: kl, dkd_beta: 2}\n", "loss: dkd only");
+  ExpectError(ModelsOnly() + "distillation: {loss: dkd, dkd_beta: -2}\n", "distillation.dkd_beta");
+  ExpectError("student: {preset: fm-student}\ndistillation: {loss: hard}\n", "has none");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {

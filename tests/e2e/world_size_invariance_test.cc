@@ -17,7 +17,8 @@ using std::chrono::milliseconds;
 
 constexpr int kSteps = 50;
 
-// `extra`: more spec lines (a mapping key not set above); `steps`: the job's length.
+// `extra`: more spec lines (keys not set above; a `distillation:` replaces the default one);
+// `steps`: the job's length.
 std::vector<double> RunAndReadLosses(const std::string& dir, int workers,
                                      const std::string& extra = "", int steps = kSteps) {
   std::ofstream(dir + "/job.yaml")
@@ -32,8 +33,10 @@ std::vector<double> RunAndReadLosses(const std::string& dir, int workers,
       << steps
       << "\n"
          "optimizer: {lr: 0.002, warmup_steps: 5, clip_grad_norm: 1.0}\n"
-         "distillation: {temperature: 2.0, alpha: 0.5}\n"
-         "threads_per_worker: 1\n"
+      << (extra.find("distillation:") == std::string::npos
+              ? "distillation: {temperature: 2.0, alpha: 0.5}\n"
+              : "")
+      << "threads_per_worker: 1\n"
          "evaluate: false\n"
       << extra;
   // One output directory per run: retort-run resumes (or reports) a run found in its directory.
@@ -101,6 +104,31 @@ TEST(WorldSizeInvarianceTest, WithMixupAndCutMixOneAndThreeWorkersFollowTheSameL
   EXPECT_GT(differs, 1e-2) << "the mixed and the unmixed jobs follow the same curve";
   std::cout << "[ measured ] mixing on, 3 workers vs 1: worst relative loss difference over "
             << kMixSteps << " steps = " << worst << "\n";
+}
+
+// DeiT's hard distillation and DKD are per-sample terms too: the curve does not depend on the
+// world size, and each differs from Hinton's KL.
+TEST(WorldSizeInvarianceTest, HardAndDecoupledDistillationFollowTheSameCurveOnOneAndTwoWorkers) {
+  constexpr int kLossSteps = 20;
+  std::string dir = testing::MakeTempDir("retort_e2e_losses");
+  const auto kl = RunAndReadLosses(dir, 1, "mixing: {label_smoothing: 0}\n", kLossSteps);
+  ASSERT_EQ(kl.size(), static_cast<size_t>(kLossSteps));
+  for (const std::string loss : {"hard", "dkd"}) {
+    const std::string extra = "distillation: {temperature: 2.0, alpha: 0.5, loss: " + loss + "}\n";
+    auto one = RunAndReadLosses(dir, 1, extra, kLossSteps);
+    auto two = RunAndReadLosses(dir, 2, extra, kLossSteps);
+    ASSERT_EQ(one.size(), kl.size()) << loss;
+    ASSERT_EQ(two.size(), kl.size()) << loss;
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      const double rel = std::abs(two[i] - one[i]) / std::max(1e-12, std::abs(one[i]));
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, 1e-4) << loss << ", step " << i + 1;
+    }
+    EXPECT_GT(std::abs(one.front() - kl.front()), 1e-3) << loss << " is Hinton's KL again";
+    std::cout << "[ measured ] loss " << loss << ", 2 workers vs 1: worst relative loss difference"
+              << " over " << kLossSteps << " steps = " << worst << "\n";
+  }
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <vector>
+
 #include "tests/trainer/trainer_test_util.h"
 #include "trainer/data/batch.h"
 
@@ -26,12 +29,63 @@ TEST(KdLossTest, MatchesTheFormulaWrittenOut) {
   }
   kl /= 5;
   ce /= 5;
-  EXPECT_NEAR(parts.kl.item<double>(), kl, 1e-5);
+  EXPECT_NEAR(parts.kl.item<double>(), 2.5 * 2.5 * kl, 1e-5);  // the distillation term
   EXPECT_NEAR(parts.ce.item<double>(), ce, 1e-5);
   EXPECT_NEAR(parts.total.item<double>(), 0.3 * 2.5 * 2.5 * kl + 0.7 * ce, 1e-5);
   parts.total.backward();
   EXPECT_TRUE(s.grad().defined());
   EXPECT_GT(s.grad().abs().sum().item<double>(), 0);
+}
+
+// DeiT's hard distillation and DKD, written out per sample with doubles (mdistiller's dkd_loss
+// for DKD: the binary target/others split, and the distribution over the other classes).
+TEST(KdLossTest, HardAndDecoupledDistillationMatchTheirFormulas) {
+  torch::manual_seed(1);
+  auto s = torch::randn({6, 5}, torch::requires_grad());
+  auto t = torch::randn({6, 5}) * 3;
+  auto y = torch::randint(5, {6}, torch::kLong);
+  auto sd = s.detach().to(torch::kDouble), td = t.to(torch::kDouble);
+  const double temp = 2.0;
+  double hard = 0, ce = 0, tckd = 0, nckd = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int64_t label = y[i].item<int64_t>();
+    hard -= torch::log_softmax(sd[i], 0)[td[i].argmax().item<int64_t>()].item<double>();
+    ce -= torch::log_softmax(sd[i], 0)[label].item<double>();
+    auto p = torch::softmax(td[i] / temp, 0), q = torch::softmax(sd[i] / temp, 0);
+    const double pt = p[label].item<double>(), qt = q[label].item<double>();
+    tckd += pt * std::log(pt / qt) + (1 - pt) * std::log((1 - pt) / (1 - qt));
+    std::vector<int64_t> others;
+    for (int64_t c = 0; c < 5; ++c)
+      if (c != label) others.push_back(c);
+    auto idx = torch::tensor(others, torch::kLong);
+    auto po = torch::softmax(td[i].index_select(0, idx) / temp, 0);
+    auto qo = torch::softmax(sd[i].index_select(0, idx) / temp, 0);
+    nckd += (po * (po.log() - qo.log())).sum().item<double>();
+  }
+  hard /= 6;
+  ce /= 6;
+  tckd /= 6;
+  nckd /= 6;
+  KdLossOptions o;
+  o.alpha = 0.5;
+  o.temperature = temp;
+  o.kind = DistillationLoss::kHard;
+  KdLossParts h = KdLoss(s, t, y, o);
+  EXPECT_NEAR(h.kl.item<double>(), hard, 1e-5);
+  EXPECT_NEAR(h.total.item<double>(), 0.5 * hard + 0.5 * ce, 1e-5);
+  o.kind = DistillationLoss::kDkd;
+  o.dkd_alpha = 1.0;
+  o.dkd_beta = 8.0;
+  KdLossParts d = KdLoss(s, t, y, o);
+  const double dkd = temp * temp * (1.0 * tckd + 8.0 * nckd);
+  EXPECT_NEAR(d.kl.item<double>(), dkd, 1e-4 * std::max(1.0, dkd));
+  EXPECT_NEAR(d.total.item<double>(), 0.5 * dkd + 0.5 * ce, 1e-4 * std::max(1.0, dkd));
+  d.total.backward();
+  EXPECT_GT(s.grad().abs().sum().item<double>(), 0);
+  EXPECT_TRUE(torch::isfinite(s.grad()).all().item<bool>());
+  // Bad weights are refused.
+  o.dkd_beta = -1;
+  EXPECT_FALSE(ValidateKdLossOptions(o).ok());
 }
 
 TEST(KdLossTest, IdenticalLogitsHaveZeroKlAndAlphaZeroIsCrossEntropy) {
