@@ -86,8 +86,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   const auto& a = s.dataset().augmentation();
   if (!a.auto_augment().empty()) set.push_back("dataset.augmentation.auto_augment");
   if (a.color_jitter() != 0) set.push_back("dataset.augmentation.color_jitter");
-  if (a.random_erase_prob() != 0 || !a.random_erase_mode().empty() || a.random_erase_count() != 0)
-    set.push_back("dataset.augmentation.random_erase_prob");
   if (s.dataset().repeated_augmentations() > 1) set.push_back("dataset.repeated_augmentations");
   if (s.ema().decay() != 0 || s.ema().start_step() != 0) set.push_back("ema");
   if (s.max_micro_batch() != 0) set.push_back("max_micro_batch");
@@ -279,6 +277,23 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(
       IntIn(c.max_consecutive_failures(), 0, 1000000, "checkpoint.max_consecutive_failures"));
   RETORT_RETURN_IF_ERROR(ValidateMixing(s));
+  const auto& aug = d.augmentation();
+  RETORT_RETURN_IF_ERROR(DoubleIn(aug.random_erase_prob(), 0, false, 1, false,
+                                  "dataset.augmentation.random_erase_prob"));
+  static const std::set<std::string> erase_modes = {"", "pixel", "rand", "const"};
+  RETORT_RETURN_IF_ERROR(Range(
+      erase_modes.count(aug.random_erase_mode()) > 0, "dataset.augmentation.random_erase_mode",
+      "'" + aug.random_erase_mode() + "' is not one of pixel, rand, const"));
+  RETORT_RETURN_IF_ERROR(
+      IntIn(aug.random_erase_count(), 0, 64, "dataset.augmentation.random_erase_count"));
+  if (aug.random_erase_prob() > 0 && !d.augment())
+    return InvalidArgumentError(
+        "dataset.augmentation.random_erase_prob: erasing is drawn from each sample's "
+        "augmentation seed; set dataset.augment: true");
+  if (aug.random_erase_prob() == 0 &&
+      (!aug.random_erase_mode().empty() || aug.random_erase_count() > 0))
+    return InvalidArgumentError(
+        "dataset.augmentation.random_erase_mode/count: set random_erase_prob > 0 as well");
   const auto& ev = s.evaluation();
   RETORT_RETURN_IF_ERROR(IntIn(ev.every_steps(), 0, kMaxSteps, "evaluation.every_steps"));
   RETORT_RETURN_IF_ERROR(IntIn(ev.every_epochs(), 0, kMaxEpochs, "evaluation.every_epochs"));

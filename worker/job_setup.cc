@@ -159,6 +159,17 @@ trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job) {
   return o;
 }
 
+trainer::data::RandomErasingOptions MakeRandomErasingOptions(const v1::JobSpec& job) {
+  const v1::AugmentationSpec& a = job.dataset().augmentation();
+  trainer::data::RandomErasingOptions o;
+  o.probability = job.dataset().augment() ? a.random_erase_prob() : 0.0;
+  o.fill = a.random_erase_mode() == "rand"    ? trainer::data::EraseFill::kPerChannel
+           : a.random_erase_mode() == "const" ? trainer::data::EraseFill::kZero
+                                              : trainer::data::EraseFill::kPixel;
+  o.count = std::max(1, a.random_erase_count());
+  return o;
+}
+
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
                                                       int64_t begin, int64_t end) {
   constexpr int64_t kBatch = 500;

@@ -13,6 +13,7 @@
 #include "trainer/data/batch_mixing.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
+#include "trainer/data/random_erasing.h"
 #include "trainer/kd_step.h"
 #include "trainer/models/model.h"
 
@@ -52,6 +53,8 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
 // The spec's `mixing` (off when neither alpha is set); the training loader then splits steps
 // into pairs (MakeLoaderOptions' split_unit 2).
 trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job);
+// The spec's dataset.augmentation.random_erase_* (probability 0: off).
+trainer::data::RandomErasingOptions MakeRandomErasingOptions(const v1::JobSpec& job);
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).
 StatusOr<std::vector<trainer::Batch>> ReadEvalBatches(const trainer::data::Dataset& test,
                                                       int64_t begin, int64_t end);

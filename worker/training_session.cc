@@ -116,6 +116,8 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, loader_options));
   mixing_ = MakeMixingOptions(job);
   RETORT_RETURN_IF_ERROR(trainer::data::ValidateMixingOptions(mixing_));
+  erasing_ = MakeRandomErasingOptions(job);
+  RETORT_RETURN_IF_ERROR(trainer::data::ValidateRandomErasingOptions(erasing_));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
   replicate_every_steps_ = std::max<int64_t>(1, job.checkpoint().replicate_every_steps());
   output_dir_ = job.output_dir().empty() ? options_.default_output_dir : job.output_dir();
@@ -351,6 +353,10 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     const int64_t data_start_us = UnixMicros();
     failure_phase_ = FailurePhase::kData;
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
+    // Per-sample erasing first, then mixing of the pairs (timm's order: erasing is part of the
+    // sample's transform, mixing of the collated batch).
+    if (erasing_.probability > 0)
+      RETORT_RETURN_IF_ERROR(trainer::data::EraseBatch(erasing_, &batch));
     if (trainer::data::MixingEnabled(mixing_))
       RETORT_RETURN_IF_ERROR(
           trainer::data::MixBatch(mixing_, loader_->sampler().BatchSize(batch.step), &batch));

@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "trainer/data/batch_mixing.h"
 #include "trainer/data/loader.h"
+#include "trainer/data/random_erasing.h"
 #include "trainer/device.h"
 #include "trainer/evaluation.h"
 #include "trainer/kd_step.h"
@@ -177,6 +178,7 @@ class TrainingSession final : public GenerationHandler {
   std::shared_ptr<const trainer::data::Dataset> train_set_, test_set_;
   std::unique_ptr<trainer::data::Loader> loader_;
   trainer::data::MixingOptions mixing_;  // of the training batches (off unless the spec mixes)
+  trainer::data::RandomErasingOptions erasing_;  // of the training batches (probability 0: off)
   // This rank's slice of the test split kept between evaluations (eval_range_ {-1, -1}: none),
   // and the best top-1 exported so far by this process (-1: not known yet).
   std::vector<trainer::Batch> eval_batches_;

@@ -320,7 +320,6 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"student: {preset: fm-student, distillation_token: true}", "student.distillation_token"},
       {"dataset: {augmentation: {auto_augment: rand-m9-mstd0.5-inc1}}",
        "dataset.augmentation.auto_augment"},
-      {"dataset: {augmentation: {random_erase_prob: 0.25}}", "dataset.augmentation.random_erase"},
       {"dataset: {repeated_augmentations: 3}", "dataset.repeated_augmentations"},
       {"ema: {decay: 0.9998}", "ema"},
       {"max_micro_batch: 32", "max_micro_batch"},
@@ -397,6 +396,23 @@ TEST(JobSpecTest, DistillationLossesAndTheirWeights) {
   ExpectError(ModelsOnly() + "distillation: {loss: kl, dkd_beta: 2}\n", "loss: dkd only");
   ExpectError(ModelsOnly() + "distillation: {loss: dkd, dkd_beta: -2}\n", "distillation.dkd_beta");
   ExpectError("student: {preset: fm-student}\ndistillation: {loss: hard}\n", "has none");
+}
+
+TEST(JobSpecTest, RandomErasingRules) {
+  EXPECT_TRUE(ParseJobSpec(ModelsOnly() + "dataset: {augment: true, augmentation: "
+                                          "{random_erase_prob: 0.25, random_erase_mode: pixel}}\n",
+                           "e")
+                  .ok());
+  ExpectError(ModelsOnly() + "dataset: {augmentation: {random_erase_prob: 0.25}}\n",
+              "set dataset.augment: true");
+  ExpectError(ModelsOnly() + "dataset: {augment: true, augmentation: {random_erase_prob: 2}}\n",
+              "random_erase_prob");
+  ExpectError(ModelsOnly() +
+                  "dataset: {augment: true, augmentation: {random_erase_prob: 0.2, "
+                  "random_erase_mode: noise}}\n",
+              "random_erase_mode");
+  ExpectError(ModelsOnly() + "dataset: {augment: true, augmentation: {random_erase_count: 2}}\n",
+              "set random_erase_prob > 0");
 }
 
 TEST(JobSpecTest, QuotedNumbersStayStrings) {

@@ -17,7 +17,8 @@ using std::chrono::milliseconds;
 
 constexpr int kSteps = 50;
 
-// `extra`: more spec lines (keys not set above; a `distillation:` replaces the default one);
+// `extra`: more spec lines (keys not set above; a `dataset:` or `distillation:` replaces the
+// default one);
 // `steps`: the job's length.
 std::vector<double> RunAndReadLosses(const std::string& dir, int workers,
                                      const std::string& extra = "", int steps = kSteps) {
@@ -25,9 +26,10 @@ std::vector<double> RunAndReadLosses(const std::string& dir, int workers,
       << "name: invariance\n"
          "teacher: {preset: fm-teacher-p7}\n"
          "student: {preset: fm-student-p7}\n"
-         "dataset: {kind: fashion-mnist, augment: true}\n"
-         "global_batch: "
-      << (extra.empty() ? 60 : 58)
+      << (extra.find("dataset:") == std::string::npos
+              ? "dataset: {kind: fashion-mnist, augment: true}\n"
+              : "")
+      << "global_batch: " << (extra.empty() ? 60 : 58)
       << "\n"
          "steps: "
       << steps
@@ -79,13 +81,14 @@ TEST(WorldSizeInvarianceTest, OneTwoAndThreeWorkersFollowTheSameLossCurve) {
   }
 }
 
-// Mixup and CutMix mix fixed pairs of the global batch, never cut between ranks: the curve
-// does not depend on the world size either. A global batch of 58 (29 pairs) splits 10/10/9
-// pairs over 3 workers.
+// Mixup and CutMix mix fixed pairs of the global batch, never cut between ranks, and random
+// erasing is drawn from each sample's seed: the curve does not depend on the world size
+// either. A global batch of 58 (29 pairs) splits 10/10/9 pairs over 3 workers.
 TEST(WorldSizeInvarianceTest, WithMixupAndCutMixOneAndThreeWorkersFollowTheSameLossCurve) {
   constexpr int kMixSteps = 30;
   const std::string mixing =
-      "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0, switch_prob: 0.5, label_smoothing: 0.1}\n";
+      "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0, switch_prob: 0.5, label_smoothing: 0.1}\n"
+      "dataset: {kind: fashion-mnist, augment: true, augmentation: {random_erase_prob: 0.25}}\n";
   std::string dir = testing::MakeTempDir("retort_e2e_mix");
   auto one = RunAndReadLosses(dir, 1, mixing, kMixSteps);
   ASSERT_EQ(one.size(), static_cast<size_t>(kMixSteps));

@@ -70,9 +70,10 @@ std::string TrajectoryYaml(const JobOptions& job) {
     << (job.student_torchscript.empty()
             ? std::string("student: {preset: fm-student-p7}\n")
             : "student: {torchscript_path: " + job.student_torchscript + "}\n")
-    << "dataset: {kind: fashion-mnist, augment: true}\n"
-       "global_batch: "
-    << job.global_batch << "\nsteps: " << job.steps
+    << (job.trajectory_extra.find("dataset:") == std::string::npos
+            ? "dataset: {kind: fashion-mnist, augment: true}\n"
+            : "")
+    << "global_batch: " << job.global_batch << "\nsteps: " << job.steps
     << "\n"
        "optimizer: {lr: 0.002, warmup_steps: 5, clip_grad_norm: 1.0}\n"
        "distillation: {temperature: 2.0, alpha: 0.5}\n"

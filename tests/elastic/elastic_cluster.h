@@ -35,7 +35,7 @@ struct JobOptions {
   int checkpoint_max_consecutive_failures = -1;  // -1: left out of the spec (the default)
   // A TorchScript student instead of the built-in fm-student-p7 (e.g. a CNN with BatchNorm).
   std::string student_torchscript;
-  // More trajectory lines (spec keys not written above), e.g. a `mixing:` mapping.
+  // More trajectory lines, e.g. a `mixing:` mapping (a `dataset:` replaces the default one).
   std::string trajectory_extra;
 };
 

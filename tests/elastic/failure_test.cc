@@ -56,7 +56,6 @@ class FailureTest : public ElasticScenarioTest {
   }
 };
 
-
 // Scenario 5: kill -9 of a worker. Survivors detect it, the coordinator forms the next
 // generation, training continues from the last completed step: no completed step is lost and
 // the loss curve matches the uninterrupted run (the dead rank's optimizer range comes back from
@@ -65,13 +64,16 @@ TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajecto
   KillRankOneOfThreeAndExpectTheSameTrajectory(JobOptions{.min_workers = 2, .max_workers = 3});
 }
 
-// The same with mixup and CutMix on: a pair's mix is a function of (seed, epoch, step, pair)
-// and pairs are never cut between ranks, so the recovered run mixes as the reference does.
+// The same with mixup, CutMix and random erasing on: a pair's mix is a function of (seed,
+// epoch, step, pair), pairs are never cut between ranks and erasing is drawn from the sample's
+// seed, so the recovered run augments as the reference does.
 TEST_F(FailureTest, WithMixingKillNineWorkerKeepsTheTrajectory) {
   KillRankOneOfThreeAndExpectTheSameTrajectory(
       JobOptions{.min_workers = 2,
                  .max_workers = 3,
-                 .trajectory_extra = "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0}\n"});
+                 .trajectory_extra = "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0}\n"
+                                     "dataset: {kind: fashion-mnist, augment: true, "
+                                     "augmentation: {random_erase_prob: 0.25}}\n"});
 }
 
 // Scenario 8: a zombie. SIGSTOP a worker until the coordinator evicts it, then SIGCONT it. The
