@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "trainer/data/batch.h"
+#include "trainer/kd_loss.h"
 #include "trainer/models/model.h"
 
 namespace retort::trainer {
@@ -24,7 +25,7 @@ TopKCounts CountTopKCorrect(Model& model, const std::vector<Batch>& batches, int
     auto labels = b.labels.to(logits.device()).unsqueeze(1);
     const int64_t top = std::max<int64_t>(1, std::min<int64_t>(k, logits.size(1)));
     auto best = std::get<1>(logits.topk(top, /*dim=*/1));
-    counts.top1 += best.narrow(1, 0, 1).eq(labels).sum().item<int64_t>();
+    counts.top1 += CountTop1Correct(logits, b.labels);
     counts.top_k += best.eq(labels).any(1).sum().item<int64_t>();
     counts.total += n;
   }

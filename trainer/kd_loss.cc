@@ -6,6 +6,7 @@
 #include <string>
 
 #include "trainer/data/batch.h"
+#include "trainer/evaluation.h"
 #include "trainer/models/model.h"
 
 namespace retort::trainer {
@@ -114,22 +115,8 @@ int64_t CountTop1Correct(const torch::Tensor& logits, const torch::Tensor& label
 }
 
 Top1Result EvaluateTop1(Model& model, const std::vector<Batch>& batches) {
-  torch::InferenceMode guard;
-  const bool was_training = model.IsTraining();
-  model.SetTraining(false);
-  // Host batches go to the model's device (and dtype: a frozen bf16 teacher on CUDA).
-  const auto params = model.NamedParameters();
-  const torch::TensorOptions input =
-      params.empty() ? torch::TensorOptions() : params.front().second.options();
-  Top1Result result;
-  for (const Batch& b : batches) {
-    if (b.images.size(0) == 0) continue;
-    auto logits = model.Forward(b.images.to(input.device(), input.dtype()));
-    result.correct += CountTop1Correct(logits, b.labels);
-    result.total += b.images.size(0);
-  }
-  model.SetTraining(was_training);
-  return result;
+  const TopKCounts counts = CountTopKCorrect(model, batches, 1);
+  return Top1Result{counts.top1, counts.total};
 }
 
 }  // namespace retort::trainer

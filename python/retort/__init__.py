@@ -23,8 +23,8 @@ from .errors import (BinaryNotFoundError, DeadlineExceeded, FailedPrecondition,
 from .jobspec import JobSpec
 from .launch import LocalJob, run, start
 from .results import Run, RunResult, read_metrics, read_run
-from .types import (CheckpointTicket, ControlResult, Event, JobFailure, Member, Status,
-                    TraceWindow)
+from .types import (CheckpointTicket, ControlResult, Evaluation, Event, JobFailure, Member,
+                    Status, TraceWindow)
 
 try:
     __version__ = _metadata.version("retort")
@@ -34,6 +34,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a package without m
 __all__ = [
     "binaries", "security", "PROTO_PACKAGE", "Client", "JobSpec", "run", "start", "LocalJob", "Run", "RunResult", "read_run", "read_metrics",
     "Status", "Member", "Event", "JobFailure", "ControlResult", "CheckpointTicket", "TraceWindow",
+    "Evaluation",
     "RetortError", "RetortRpcError", "Unavailable", "DeadlineExceeded", "Unauthenticated",
     "PermissionDenied", "InvalidArgument", "NotFound", "FailedPrecondition", "ResourceExhausted",
     "IncompatibleCoordinator", "JobSpecError", "JobEndedError", "JobFailedError",

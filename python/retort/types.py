@@ -90,6 +90,24 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Evaluation:
+    """One evaluation on the test split during training (all ranks' parts combined)."""
+
+    step: int
+    epoch: int
+    samples: int
+    top1: float
+    top5: float
+
+    @staticmethod
+    def from_proto(e: Any) -> Evaluation | None:
+        if e.step == 0:
+            return None
+        return Evaluation(step=e.step, epoch=e.epoch, samples=e.samples, top1=e.top1,
+                          top5=e.top5)
+
+
+@dataclass(frozen=True)
 class Status:
     """The job as the coordinator reports it (ControlService.Status)."""
 
@@ -109,6 +127,15 @@ class Status:
     # After a coordinator restart: the previous generation's members ("node/local_rank") it
     # still waits for before forming a generation.
     awaiting_rejoin: list[str] = field(default_factory=list)
+    # Checkpoints that failed to commit since the coordinator started, the run of them since the
+    # last commit, and the last error (empty when none failed).
+    checkpoint_failures: int = 0
+    checkpoint_consecutive_failures: int = 0
+    last_checkpoint_failure: str = ""
+    last_checkpoint_failure_step: int = 0
+    # The newest and the best evaluation during training (None before the first).
+    last_evaluation: Evaluation | None = None
+    best_evaluation: Evaluation | None = None
 
     @property
     def last_checkpoint(self) -> Checkpoint | None:
@@ -134,7 +161,13 @@ class Status:
             version=r.coordinator_version,
             failure=JobFailure.from_proto(r.failure) if r.HasField("failure") else None,
             members=[Member.from_proto(m) for m in r.members],
-            awaiting_rejoin=list(r.awaiting_rejoin))
+            awaiting_rejoin=list(r.awaiting_rejoin),
+            checkpoint_failures=r.checkpoint_health.failures_total,
+            checkpoint_consecutive_failures=r.checkpoint_health.consecutive_failures,
+            last_checkpoint_failure=r.checkpoint_health.last_failure,
+            last_checkpoint_failure_step=r.checkpoint_health.last_failure_step,
+            last_evaluation=Evaluation.from_proto(r.last_evaluation),
+            best_evaluation=Evaluation.from_proto(r.best_evaluation))
 
 
 @dataclass(frozen=True)

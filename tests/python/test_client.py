@@ -105,7 +105,9 @@ def test_status_fields_match_retortctl(cluster: Cluster) -> None:
     assert set(ours) == set(theirs)
     assert set(ours["members"][0]) == set(theirs["members"][0])
     for key in ("job", "state", "generation", "min_workers", "max_workers", "version",
-                "failure", "awaiting_rejoin", "last_checkpoint_id"):
+                "failure", "awaiting_rejoin", "last_checkpoint_id", "checkpoint_failures",
+                "checkpoint_consecutive_failures", "last_checkpoint_failure",
+                "last_checkpoint_failure_step", "last_evaluation", "best_evaluation"):
         assert ours[key] == theirs[key], key
     assert ours["members"][0]["devices"] == ["cpu"]
     for key in ("id", "rank", "node", "local_rank", "data_address", "draining", "devices"):
