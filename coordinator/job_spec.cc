@@ -85,7 +85,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   }
   const auto& a = s.dataset().augmentation();
   if (!a.auto_augment().empty()) set.push_back("dataset.augmentation.auto_augment");
-  if (a.color_jitter() != 0) set.push_back("dataset.augmentation.color_jitter");
   if (s.dataset().repeated_augmentations() > 1) set.push_back("dataset.repeated_augmentations");
   if (s.ema().decay() != 0 || s.ema().start_step() != 0) set.push_back("ema");
   if (s.max_micro_batch() != 0) set.push_back("max_micro_batch");
@@ -286,6 +285,12 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
       "'" + aug.random_erase_mode() + "' is not one of pixel, rand, const"));
   RETORT_RETURN_IF_ERROR(
       IntIn(aug.random_erase_count(), 0, 64, "dataset.augmentation.random_erase_count"));
+  RETORT_RETURN_IF_ERROR(
+      DoubleIn(aug.color_jitter(), 0, false, 1, false, "dataset.augmentation.color_jitter"));
+  if (aug.color_jitter() > 0 && (!d.augment() || d.kind() == "synthetic"))
+    return InvalidArgumentError(
+        "dataset.augmentation.color_jitter: needs images (fashion-mnist or image-folder) and "
+        "dataset.augment: true (it is drawn from each sample's augmentation seed)");
   if (aug.random_erase_prob() > 0 && !d.augment())
     return InvalidArgumentError(
         "dataset.augmentation.random_erase_prob: erasing is drawn from each sample's "

@@ -3,6 +3,7 @@
 #include "trainer/data/fashion_mnist.h"
 #include "trainer/data/image_folder.h"
 #include "trainer/data/image_folder_layout.h"
+#include "trainer/data/image_transforms.h"
 #include "trainer/data/synthetic_dataset.h"
 #include "trainer/kd_loss.h"
 #include "trainer/model_flops.h"
@@ -156,6 +157,19 @@ trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job) {
   o.switch_prob = m.has_switch_prob() ? m.switch_prob() : 0.5;
   o.per_batch = m.mode() == "batch";
   o.seed = job.seed();
+  return o;
+}
+
+trainer::data::ColorJitterOptions MakeColorJitterOptions(const v1::JobSpec& job) {
+  trainer::data::ColorJitterOptions o;
+  o.strength = job.dataset().augment() ? job.dataset().augmentation().color_jitter() : 0.0;
+  const trainer::data::Normalization norm = job.dataset().kind() == "fashion-mnist"
+                                                ? trainer::data::FashionMnistNormalization()
+                                                : trainer::data::ImageNetNormalization();
+  for (int c = 0; c < 3; ++c) {
+    o.mean[static_cast<size_t>(c)] = norm.mean[c];
+    o.std[static_cast<size_t>(c)] = norm.std[c];
+  }
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include "retort/v1/retort.pb.h"
 #include "trainer/data/batch.h"
 #include "trainer/data/batch_mixing.h"
+#include "trainer/data/color_jitter.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/random_erasing.h"
@@ -53,6 +54,9 @@ trainer::KdStepOptions MakeKdStepOptions(const v1::JobSpec& job, int64_t total_s
 // The spec's `mixing` (off when neither alpha is set); the training loader then splits steps
 // into pairs (MakeLoaderOptions' split_unit 2).
 trainer::data::MixingOptions MakeMixingOptions(const v1::JobSpec& job);
+// The spec's dataset.augmentation.color_jitter (strength 0: off) with the dataset's
+// normalisation (Fashion-MNIST's, or ImageNet's for image folders).
+trainer::data::ColorJitterOptions MakeColorJitterOptions(const v1::JobSpec& job);
 // The spec's dataset.augmentation.random_erase_* (probability 0: off).
 trainer::data::RandomErasingOptions MakeRandomErasingOptions(const v1::JobSpec& job);
 // Samples [begin, end) of `test` as evaluation batches of up to 500 (no augmentation).

@@ -116,6 +116,8 @@ Status TrainingSession::Setup(const v1::JobSpec& job) {
   RETORT_ASSIGN_OR_RETURN(loader_, trainer::data::Loader::Create(train_set_, loader_options));
   mixing_ = MakeMixingOptions(job);
   RETORT_RETURN_IF_ERROR(trainer::data::ValidateMixingOptions(mixing_));
+  jitter_ = MakeColorJitterOptions(job);
+  RETORT_RETURN_IF_ERROR(trainer::data::ValidateColorJitterOptions(jitter_));
   erasing_ = MakeRandomErasingOptions(job);
   RETORT_RETURN_IF_ERROR(trainer::data::ValidateRandomErasingOptions(erasing_));
   total_steps_ = TotalSteps(job, loader_->sampler().steps_per_epoch());
@@ -353,8 +355,10 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     const int64_t data_start_us = UnixMicros();
     failure_phase_ = FailurePhase::kData;
     RETORT_ASSIGN_OR_RETURN(trainer::Batch batch, loader_->Next(Deadline::AfterMs(kBatchWaitMs)));
-    // Per-sample erasing first, then mixing of the pairs (timm's order: erasing is part of the
-    // sample's transform, mixing of the collated batch).
+    // Per-sample colour jitter and erasing first, then mixing of the pairs (timm's order: they
+    // are part of the sample's transform, before and after its normalisation; mixing is of
+    // the collated batch).
+    if (jitter_.strength > 0) RETORT_RETURN_IF_ERROR(trainer::data::JitterBatch(jitter_, &batch));
     if (erasing_.probability > 0)
       RETORT_RETURN_IF_ERROR(trainer::data::EraseBatch(erasing_, &batch));
     if (trainer::data::MixingEnabled(mixing_))

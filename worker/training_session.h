@@ -34,6 +34,7 @@
 #include "collectives/ucx/cma_chooser.h"
 #include "common/status.h"
 #include "trainer/data/batch_mixing.h"
+#include "trainer/data/color_jitter.h"
 #include "trainer/data/loader.h"
 #include "trainer/data/random_erasing.h"
 #include "trainer/device.h"
@@ -179,6 +180,7 @@ class TrainingSession final : public GenerationHandler {
   std::unique_ptr<trainer::data::Loader> loader_;
   trainer::data::MixingOptions mixing_;  // of the training batches (off unless the spec mixes)
   trainer::data::RandomErasingOptions erasing_;  // of the training batches (probability 0: off)
+  trainer::data::ColorJitterOptions jitter_;     // of the training batches (strength 0: off)
   // This rank's slice of the test split kept between evaluations (eval_range_ {-1, -1}: none),
   // and the best top-1 exported so far by this process (-1: not known yet).
   std::vector<trainer::Batch> eval_batches_;

@@ -398,6 +398,21 @@ TEST(JobSpecTest, DistillationLossesAndTheirWeights) {
   ExpectError("student: {preset: fm-student}\ndistillation: {loss: hard}\n", "has none");
 }
 
+TEST(JobSpecTest, ColorJitterRules) {
+  EXPECT_TRUE(ParseJobSpec(ModelsOnly() + "dataset: {augment: true, augmentation: "
+                                          "{color_jitter: 0.4}}\n",
+                           "j")
+                  .ok());
+  ExpectError(ModelsOnly() + "dataset: {augmentation: {color_jitter: 0.4}}\n",
+              "dataset.augment: true");
+  ExpectError(ModelsOnly() +
+                  "dataset: {kind: synthetic, augment: true, augmentation: "
+                  "{color_jitter: 0.4}}\n",
+              "needs images");
+  ExpectError(ModelsOnly() + "dataset: {augment: true, augmentation: {color_jitter: 1.5}}\n",
+              "color_jitter");
+}
+
 TEST(JobSpecTest, RandomErasingRules) {
   EXPECT_TRUE(ParseJobSpec(ModelsOnly() + "dataset: {augment: true, augmentation: "
                                           "{random_erase_prob: 0.25, random_erase_mode: pixel}}\n",

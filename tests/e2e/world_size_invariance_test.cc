@@ -81,14 +81,15 @@ TEST(WorldSizeInvarianceTest, OneTwoAndThreeWorkersFollowTheSameLossCurve) {
   }
 }
 
-// Mixup and CutMix mix fixed pairs of the global batch, never cut between ranks, and random
-// erasing is drawn from each sample's seed: the curve does not depend on the world size
-// either. A global batch of 58 (29 pairs) splits 10/10/9 pairs over 3 workers.
+// Mixup and CutMix mix fixed pairs of the global batch, never cut between ranks, and colour
+// jitter and random erasing are drawn from each sample's seed: the curve does not depend on
+// the world size either. A global batch of 58 (29 pairs) splits 10/10/9 pairs over 3 workers.
 TEST(WorldSizeInvarianceTest, WithMixupAndCutMixOneAndThreeWorkersFollowTheSameLossCurve) {
   constexpr int kMixSteps = 30;
   const std::string mixing =
       "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0, switch_prob: 0.5, label_smoothing: 0.1}\n"
-      "dataset: {kind: fashion-mnist, augment: true, augmentation: {random_erase_prob: 0.25}}\n";
+      "dataset: {kind: fashion-mnist, augment: true, augmentation: {random_erase_prob: 0.25, "
+      "color_jitter: 0.4}}\n";
   std::string dir = testing::MakeTempDir("retort_e2e_mix");
   auto one = RunAndReadLosses(dir, 1, mixing, kMixSteps);
   ASSERT_EQ(one.size(), static_cast<size_t>(kMixSteps));

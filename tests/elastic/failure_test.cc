@@ -66,7 +66,10 @@ TEST_F(FailureTest, KillNineWorkerSurvivorsContinueFromLastStepOnTheSameTrajecto
 
 // The same with mixup, CutMix and random erasing on: a pair's mix is a function of (seed,
 // epoch, step, pair), pairs are never cut between ranks and erasing is drawn from the sample's
-// seed, so the recovered run augments as the reference does.
+// seed, so the recovered run augments as the reference does. (With colour jitter on as well,
+// the recovered run leaves the reference curve about 7 steps after the recovery, growing from
+// 1e-7 to 1e-2 relative, while uninterrupted runs of 2 and 3 workers agree within 2e-7 over 40
+// steps: not understood yet, see README "The training recipe".)
 TEST_F(FailureTest, WithMixingKillNineWorkerKeepsTheTrajectory) {
   KillRankOneOfThreeAndExpectTheSameTrajectory(
       JobOptions{.min_workers = 2,
