@@ -13,6 +13,7 @@
 #include "trainer/data/batch.h"
 #include "trainer/device.h"
 #include "trainer/flat_parameters.h"
+#include "trainer/frozen_teacher.h"
 #include "trainer/grad_reducer.h"
 #include "trainer/host_staging.h"
 #include "trainer/model_buffers.h"
@@ -113,16 +114,8 @@ StatusOr<std::unique_ptr<KdStep>> KdStep::Create(std::unique_ptr<Model> teacher,
     step->student_->To(options.device);
     if (step->teacher_) {
       step->teacher_->To(options.device);
-      step->teacher_->SetTraining(false);
-      step->teacher_->Freeze();
-      torch::NoGradGuard no_grad;
-      const bool bf16 = options.device.is_cuda() && options.teacher_bf16_on_cuda;
-      for (auto& [name, p] : step->teacher_->NamedParameters()) {
-        p.requires_grad_(false);
-        if (bf16) p.set_data(p.to(torch::kBFloat16));
-      }
-      for (auto& [name, b] : step->teacher_->NamedBuffers())
-        if (bf16 && b.is_floating_point()) b.set_data(b.to(torch::kBFloat16));
+      PrepareFrozenTeacher(*step->teacher_,
+                           options.device.is_cuda() && options.teacher_bf16_on_cuda);
     }
   } catch (const c10::Error& e) {
     return ResourceExhaustedError("KdStep: moving the models to " + options.device.str() +
@@ -190,15 +183,7 @@ Status KdStep::ValidateBatch(const Batch& b) const {
 }
 
 torch::Tensor KdStep::TeacherForward(const torch::Tensor& images) {
-  torch::Tensor logits;
-  {
-    torch::InferenceMode inference;
-    const bool bf16 = images.is_cuda() && options_.teacher_bf16_on_cuda;
-    CudaBf16Autocast autocast(bf16);
-    logits = teacher_->Forward(bf16 ? images.to(torch::kBFloat16) : images);
-  }
-  // Leave inference mode with a normal tensor so the loss may save it for backward.
-  return logits.to(torch::kFloat).clone();
+  return FrozenTeacherForward(*teacher_, images, images.is_cuda() && options_.teacher_bf16_on_cuda);
 }
 
 KdStep::PartResult KdStep::RunPart(const torch::Tensor& images, const SliceTargets& targets,
