@@ -4,7 +4,9 @@ weights load into (same architecture and parameter names as trainer/models/vit.c
 follow timm's VisionTransformer).
 
 Usage: kd_reference.py [--teacher fm-teacher] [--student fm-student] [--batch 128]
-                       [--threads 2] [--warmup 3] [--steps 20]
+                       [--threads 2] [--warmup 3] [--steps 20] [--last-block class-token|full]
+--last-block class-token (the default) gives both models retort's last block, which computes the
+class token's row alone (the only one the head reads), so the comparison is of equal work.
 Prints one JSON line: {"impl": "pytorch", "samples_per_s": ..., ...}.
 """
 import argparse
@@ -97,6 +99,24 @@ class Block(nn.Module):
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
+    def forward_class_token(self, x):
+        """The class-token row of forward(x), [b, 1, d], as retort's last block computes it
+        (trainer/models/vit.cc): keys and values for every token, the query, attention,
+        projection and MLP for the class token alone. Same math as forward(x)[:, :1]."""
+        b, n, d = x.shape
+        heads = self.attn.heads
+        h = self.norm1(x)
+        w, bias = self.attn.qkv.weight, self.attn.qkv.bias
+        q = F.linear(h[:, :1], w[:d], bias[:d]).reshape(b, 1, heads, d // heads).transpose(1, 2)
+        kv = F.linear(h, w[d:], bias[d:]).reshape(b, n, 2, heads, d // heads).permute(2, 0, 3, 1, 4)
+        k, v = kv[0], kv[1]
+        if x.is_cuda:
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = ((q * (d // heads) ** -0.5) @ k.transpose(-2, -1)).softmax(-1) @ v
+        y = x[:, :1] + self.attn.proj(out.transpose(1, 2).reshape(b, 1, d))
+        return y + self.mlp(self.norm2(y))
+
 
 class PatchEmbed(nn.Module):
     def __init__(self, channels, patch, dim):
@@ -108,8 +128,12 @@ class PatchEmbed(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    def __init__(self, image, channels, patch, dim, depth, heads, classes):
+    def __init__(self, image, channels, patch, dim, depth, heads, classes,
+                 class_token_last_block=False):
         super().__init__()
+        # True: the last block computes only the class token's row, the one the head reads (the
+        # work retort's ViT does); False: every token, as timm's VisionTransformer.
+        self.class_token_last_block = class_token_last_block
         n = (image // patch) ** 2
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
@@ -121,13 +145,21 @@ class VisionTransformer(nn.Module):
     def forward(self, x):
         x = self.patch_embed(x)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
-        for block in self.blocks:
+        last = len(self.blocks) - 1 if self.class_token_last_block else len(self.blocks)
+        for block in self.blocks[:last]:
             x = block(x)
+        if self.class_token_last_block:
+            x = self.blocks[last].forward_class_token(x)
         return self.head(self.norm(x)[:, 0])
 
 
-def make_vit(preset):
-    return VisionTransformer(*PRESETS[preset])
+# --last-block of the references: "class-token" gives them retort's last block (equal work, the
+# basis of every speedup they report); "full" runs every token as timm does.
+LAST_BLOCKS = ("class-token", "full")
+
+
+def make_vit(preset, last_block="full"):
+    return VisionTransformer(*PRESETS[preset], class_token_last_block=last_block == "class-token")
 
 
 def kd_loss(s, t, y, alpha, temperature):
@@ -145,10 +177,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--last-block", choices=LAST_BLOCKS, default="class-token",
+                    help="class-token: retort's last block, equal work (default); full: timm's")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    teacher, student = make_vit(args.teacher).eval(), make_vit(args.student).train()
+    teacher = make_vit(args.teacher, args.last_block).eval()
+    student = make_vit(args.student, args.last_block).train()
     for p in teacher.parameters():
         p.requires_grad_(False)
     opt = torch.optim.AdamW(adamw_param_groups(student, 0.05), lr=1e-3)
@@ -178,6 +213,7 @@ def main():
     print(json.dumps({
         "impl": "pytorch", "teacher": args.teacher, "student": args.student,
         "batch": args.batch, "threads": args.threads, "steps": args.steps,
+        "last_block": args.last_block,
         "median_step_s": round(median, 5), "samples_per_s": round(args.batch / median, 2),
         "mean_samples_per_s": round(args.batch * len(times) / sum(times), 2),
         "torch": torch.__version__}))

@@ -5,13 +5,17 @@ with --bf16 the teacher frozen in bf16 as retort's is (its weights cast once, it
 step, run under torch.no_grad() in eval mode: no per-step autocast re-cast of fp32 weights) and
 bf16 autocast for the student's forward and backward, AdamW(fused=True) with timm's
 weight-decay groups, clip_grad_norm_, synthetic data on the device. --mode eager or compile
-(torch.compile of the teacher and of the student). Prints one JSON line; its FLOPs per sample
-(--gflop-per-sample, model FLOPs: run_kd_gpu_bench.sh passes retort's figure) are also the FLOPs
-it computes, since this model runs every token of its last block, so "mfu" and "mfu_computed"
-agree.
+(torch.compile of the teacher and of the student). Prints one JSON line. Equal work: by default
+(--last-block class-token) both models' last block computes the class token's row alone, as
+retort's does, so the speedups run_kd_gpu_bench.sh reports compare the same FLOPs; "full" runs
+timm's every-token last block. "mfu" divides model FLOPs (--gflop-per-sample, every token:
+run_kd_gpu_bench.sh passes retort's figure), "mfu_computed" the FLOPs this run computes
+(--gflop-per-sample-computed for class-token, the model FLOPs for full).
 
 Usage: kd_reference_gpu.py [--mode eager|compile] [--teacher vit-b16] [--student vit-s16]
                            [--batch 256] [--warmup 5] [--steps 30] [--device cuda:0] [--no-bf16]
+                           [--last-block class-token|full] [--gflop-per-sample G]
+                           [--gflop-per-sample-computed G]
 """
 import argparse
 import json
@@ -22,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kd_reference import PRESETS, adamw_param_groups, kd_loss, make_vit  # noqa: E402
+from kd_reference import LAST_BLOCKS, PRESETS, adamw_param_groups, kd_loss, make_vit  # noqa: E402
 
 # Dense bf16 peaks, most specific names first: the same table as trainer/model_flops.cc's
 # PeakBf16FlopsForDevice, so both sides of the comparison report the same MFU basis.
@@ -43,11 +47,19 @@ def main():
     ap.add_argument("--gflop-per-sample", type=float, default=62.72,
                     help="model GFLOPs per sample (62.72: vit-b16 -> vit-s16 at 224x224, "
                          "as trainer/model_flops.h counts them)")
+    ap.add_argument("--gflop-per-sample-computed", type=float, default=None,
+                    help="GFLOPs per sample this run computes with --last-block class-token "
+                         "(run_kd_gpu_bench.sh passes retort's); default: the model FLOPs")
+    ap.add_argument("--last-block", choices=LAST_BLOCKS, default="class-token",
+                    help="class-token: retort's last block, equal work (default); full: timm's")
     args = ap.parse_args()
+    computed = args.gflop_per_sample
+    if args.last_block == "class-token" and args.gflop_per_sample_computed:
+        computed = args.gflop_per_sample_computed
     device = torch.device(args.device)
     torch.manual_seed(0)
-    teacher = make_vit(args.teacher).to(device).eval()
-    student = make_vit(args.student).to(device).train()
+    teacher = make_vit(args.teacher, args.last_block).to(device).eval()
+    student = make_vit(args.student, args.last_block).to(device).train()
     for p in teacher.parameters():
         p.requires_grad_(False)
     teacher_dtype = torch.bfloat16 if args.bf16 else torch.float32
@@ -100,14 +112,14 @@ def main():
         "step_ms_p99": round(p99 * 1e3, 3), "final_loss": loss, "torch": torch.__version__,
         "teacher_dtype": str(teacher_dtype).replace("torch.", ""),
         "gflop_per_sample_model": args.gflop_per_sample,
-        "gflop_per_sample_computed": args.gflop_per_sample,
+        "gflop_per_sample_computed": computed, "last_block": args.last_block,
     }
     if device.type == "cuda":
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
     peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
     if peak:
         out["mfu"] = round(samples_per_s * args.gflop_per_sample * 1e9 / (peak * 1e12), 4)
-        out["mfu_computed"] = out["mfu"]
+        out["mfu_computed"] = round(samples_per_s * computed * 1e9 / (peak * 1e12), 4)
     print(json.dumps(out))
 
 

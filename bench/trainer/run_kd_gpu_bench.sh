@@ -39,11 +39,16 @@ run_part() {  # PART COMMAND...: the command's JSON line, or an error (or skippe
 }
 ours_rc=0
 ours=$(run_part retort "$build/bench/trainer/kd_step_gpu_bench" "$@") || ours_rc=1
-# The references' FLOPs per sample: retort's model FLOPs (trainer/model_flops.h), so that both
-# sides' MFU divide the same work (none when retort's part did not run).
-gflop=$("$python" -c 'import json, sys; print(json.loads(sys.argv[1]).get("gflop_per_sample_model", ""))' "$ours" 2> /dev/null) || gflop=""
+# The references' FLOPs per sample: retort's model and computed FLOPs (trainer/model_flops.h),
+# so that both sides' MFU divide the same work (none when retort's part did not run). The
+# references run retort's class-token last block (kd_reference_gpu.py --last-block, default):
+# the speedups compare equal work.
+flops_of() { "$python" -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2], ""))' "$ours" "$1" 2>/dev/null; }
+gflop=$(flops_of gflop_per_sample_model) || gflop=""
+gflop_computed=$(flops_of gflop_per_sample_computed) || gflop_computed=""
 gflop_flag=()
 [[ -n "$gflop" ]] && gflop_flag=(--gflop-per-sample "$gflop")
+[[ -n "$gflop_computed" ]] && gflop_flag+=(--gflop-per-sample-computed "$gflop_computed")
 eager=$(run_part eager "$python" "$here/kd_reference_gpu.py" --mode eager "${gflop_flag[@]}" "$@") || true
 compiled=$(run_part compile "$python" "$here/kd_reference_gpu.py" --mode compile "${gflop_flag[@]}" "$@") || true
 # The JPEG folder: the caller's (JPEG_FOLDER, shared with the decode benchmark), else a new one.
@@ -68,12 +73,15 @@ def ratio(a, b, key="samples_per_s"):
 
 
 print(json.dumps({
-    # Same work on both sides: a frozen bf16 teacher each; "mfu" on model FLOPs for all,
-    # "mfu_computed" on each side's own (retort skips most of its last block but the class token).
+    # Same work on both sides: a frozen pure-bf16 teacher each, the class-token last block each
+    # (the references' "last_block"); "mfu" on model FLOPs for all, "mfu_computed" on the FLOPs
+    # each side computes.
     "comparison": "kd_step_gpu", "retort": ours, "pytorch_eager": eager,
     "pytorch_compile": compiled, "retort_jpeg_input": jpeg,
     "speedup_vs_eager": ratio(ours, eager),
     "speedup_vs_compile": ratio(ours, compiled),
+    "speedup_basis": "equal work (" + str(eager.get("last_block") or compiled.get("last_block"))
+                     + " last block on both sides)",
     "mfu": {"retort": ours.get("mfu"), "pytorch_eager": eager.get("mfu"),
             "pytorch_compile": compiled.get("mfu")},
     "mfu_computed": {"retort": ours.get("mfu_computed"),
