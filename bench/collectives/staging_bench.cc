@@ -1,13 +1,19 @@
 // The staging pipeline on one GPU (scripts/gpu-check runs it): two ranks (threads) on device 0
 // reduce-scatter device buffers through StagedCommunicator (pinned staging, CUDA copier, UCX
-// between them), against its parts measured in the same run: pinned device-to-host and
-// host-to-device copy bandwidth, and the UCX reduce-scatter of pinned host buffers alone. The
+// between them), against its parts measured in the same run and the way the pipeline runs them:
+// pinned device-to-host and host-to-device copies in staging chunks on a stream of each rank,
+// both ranks at once (they share the GPU's copy engines and the host's memory, as in the
+// pipeline), and the UCX reduce-scatter of pinned host buffers alone. Each copy's bandwidth
+// with one rank alone is printed beside it ("_alone"), for reading, not for the ratio. The
 // pipeline hides the faster stages behind the slowest; target: its throughput >= 80% of the
 // slowest stage. Prints one JSON object. Exits 2 when no GPU is visible.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,24 +30,55 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// GB/s of one pinned copy of `bytes` in `kind` direction, the best of `iters`.
-double CopyBandwidth(size_t bytes, cudaMemcpyKind kind, int iters) {
-  void* device = nullptr;
-  void* host = nullptr;
-  cudaMalloc(&device, bytes);
-  cudaHostAlloc(&host, bytes, cudaHostAllocPortable);
-  double best = 0;
-  for (int i = 0; i < iters; ++i) {
-    const double t0 = Now();
-    if (kind == cudaMemcpyDeviceToHost)
-      cudaMemcpy(host, device, bytes, kind);
-    else
-      cudaMemcpy(device, host, bytes, kind);
-    best = std::max(best, static_cast<double>(bytes) / (Now() - t0) / 1e9);
+// GB/s per rank of pinned copies of `bytes` in `kind` direction, `ranks` threads at once (each
+// its own stream and buffers, started together), each copying in `chunk` pieces on its stream
+// as the staging copier does: the slowest rank's time, the best of `iters`. -1 on a CUDA error.
+double CopyBandwidth(size_t bytes, cudaMemcpyKind kind, size_t chunk, int ranks, int iters) {
+  std::vector<double> best(ranks, 0);
+  std::vector<double> seconds(ranks, 0);
+  std::barrier start(ranks), done(ranks);
+  bool failed = false;
+  std::mutex failed_mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      void* device = nullptr;
+      void* host = nullptr;
+      cudaStream_t stream = nullptr;
+      bool ok = cudaMalloc(&device, bytes) == cudaSuccess &&
+                cudaHostAlloc(&host, bytes, cudaHostAllocPortable) == cudaSuccess &&
+                cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+      for (int i = 0; i < iters; ++i) {
+        start.arrive_and_wait();
+        const double t0 = Now();
+        for (size_t at = 0; ok && at < bytes; at += chunk) {
+          const size_t n = std::min(chunk, bytes - at);
+          char* d = static_cast<char*>(device) + at;
+          char* h = static_cast<char*>(host) + at;
+          ok = (kind == cudaMemcpyDeviceToHost
+                    ? cudaMemcpyAsync(h, d, n, kind, stream)
+                    : cudaMemcpyAsync(d, h, n, kind, stream)) == cudaSuccess;
+        }
+        ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
+        seconds[r] = Now() - t0;
+        done.arrive_and_wait();
+        double slowest = 0;
+        for (double s : seconds) slowest = std::max(slowest, s);
+        best[r] = std::max(best[r], static_cast<double>(bytes) / slowest / 1e9);
+        done.arrive_and_wait();  // every rank read `seconds` before the next round writes it
+      }
+      if (!ok) {
+        std::lock_guard<std::mutex> lock(failed_mu);
+        failed = true;
+      }
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      cudaFree(device);
+      cudaFreeHost(host);
+    });
   }
-  cudaFree(device);
-  cudaFreeHost(host);
-  return best;
+  for (auto& t : threads) t.join();
+  return failed ? -1 : best[0];
 }
 
 // Seconds per reduce-scatter of `bytes` (input size) on each of two thread ranks: device
@@ -128,8 +165,17 @@ int main(int argc, char** argv) {
   bool first = true;
   for (size_t mib : {16, 64, 256}) {
     const size_t bytes = mib << 20;
-    const double d2h = CopyBandwidth(bytes, cudaMemcpyDeviceToHost, iters);
-    const double h2d = CopyBandwidth(bytes, cudaMemcpyHostToDevice, iters);
+    const size_t chunk = static_cast<size_t>(chunk_bytes);
+    // The stages as the pipeline runs them (both ranks at once, in chunks; the copy back moves
+    // this rank's half), and each copy with one rank alone, whole, for reading.
+    const double d2h = CopyBandwidth(bytes, cudaMemcpyDeviceToHost, chunk, 2, iters);
+    const double h2d = CopyBandwidth(bytes / 2, cudaMemcpyHostToDevice, chunk, 2, iters);
+    const double d2h_alone = CopyBandwidth(bytes, cudaMemcpyDeviceToHost, bytes, 1, iters);
+    const double h2d_alone = CopyBandwidth(bytes, cudaMemcpyHostToDevice, bytes, 1, iters);
+    if (d2h <= 0 || h2d <= 0 || d2h_alone <= 0 || h2d_alone <= 0) {
+      std::fprintf(stderr, "staging_bench: a %zu MiB pinned copy failed\n", mib);
+      return 1;
+    }
     // A 2-rank reduce-scatter moves half the input over the wire each way.
     const double wire_s = TimeReduceScatter(bytes, false, static_cast<size_t>(chunk_bytes), iters);
     const double staged_s = TimeReduceScatter(bytes, true, static_cast<size_t>(chunk_bytes), iters);
@@ -140,11 +186,13 @@ int main(int argc, char** argv) {
     const double wire = bytes / wire_s / 1e9, pipeline = bytes / staged_s / 1e9;
     // In input bytes per second: the copy back moves half of the input (this rank's share).
     const double slowest = std::min({d2h, 2 * h2d, wire});
-    char line[512];
+    char line[640];
     std::snprintf(line, sizeof(line),
-                  "%s{\"MiB\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"ucx_rs_GBps\":%.2f,"
-                  "\"staged_rs_GBps\":%.2f,\"of_slowest_stage\":%.3f}",
-                  first ? "" : ",", mib, d2h, h2d, wire, pipeline, pipeline / slowest);
+                  "%s{\"MiB\":%zu,\"d2h_GBps\":%.2f,\"h2d_GBps\":%.2f,\"d2h_alone_GBps\":%.2f,"
+                  "\"h2d_alone_GBps\":%.2f,\"ucx_rs_GBps\":%.2f,\"staged_rs_GBps\":%.2f,"
+                  "\"of_slowest_stage\":%.3f}",
+                  first ? "" : ",", mib, d2h, h2d, d2h_alone, h2d_alone, wire, pipeline,
+                  pipeline / slowest);
     json += line;
     first = false;
   }
