@@ -42,6 +42,7 @@ const char* KindName(NcclCallKind kind) {
       {NcclCallKind::kCopy, "copy"},
       {NcclCallKind::kReduceScatter, "ncclReduceScatter"},
       {NcclCallKind::kAllGather, "ncclAllGather"},
+      {NcclCallKind::kAllReduce, "ncclAllReduce"},
       {NcclCallKind::kReduce, "ncclReduce"},
       {NcclCallKind::kBroadcast, "ncclBroadcast"}};
   return NameIn(kNames, kind, "?");
@@ -127,12 +128,19 @@ NcclCallPlan PlanAllGatherV(const std::vector<size_t>& counts, int rank) {
   return plan;
 }
 
-NcclCallPlan PlanWarmUp(int size, int rank) {
+NcclCallPlan PlanWarmUp(int size, int rank, size_t large_elements) {
   NcclCallPlan plan;
-  plan.scratch_elements = static_cast<size_t>(size);
-  const size_t own = static_cast<size_t>(rank);
-  AddCall(&plan, NcclCallKind::kReduceScatter, Scratch(0), Scratch(own), 1);
-  AddCall(&plan, NcclCallKind::kAllGather, Scratch(own), Scratch(0), 1);
+  const size_t n = static_cast<size_t>(size), large = std::max<size_t>(large_elements, 1);
+  plan.scratch_elements = n * large;
+  const std::vector<size_t> counts =
+      large > 1 ? std::vector<size_t>{1, large} : std::vector<size_t>{1};
+  for (const size_t count : counts) {
+    const size_t own = static_cast<size_t>(rank) * count;
+    AddCall(&plan, NcclCallKind::kReduceScatter, Scratch(0), Scratch(own), count);
+    AddCall(&plan, NcclCallKind::kAllGather, Scratch(own), Scratch(0), count);
+    AddCall(&plan, NcclCallKind::kAllReduce, Scratch(0), Scratch(0), count * n);
+    AddCall(&plan, NcclCallKind::kBroadcast, Scratch(0), Scratch(0), count * n, /*root=*/0);
+  }
   return plan;
 }
 

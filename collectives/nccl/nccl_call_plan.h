@@ -23,7 +23,7 @@
 
 namespace retort::collectives::nccl {
 
-enum class NcclCallKind { kCopy, kReduceScatter, kAllGather, kReduce, kBroadcast };
+enum class NcclCallKind { kCopy, kReduceScatter, kAllGather, kAllReduce, kReduce, kBroadcast };
 
 // Which buffer a call's pointer is in: the caller's input or output, or scratch (device memory
 // of NcclCallPlan::scratch_elements the communicator provides for the plan).
@@ -40,7 +40,7 @@ struct NcclCall {
   PlanRef send;  // source (copy), sendbuff (NCCL)
   PlanRef recv;  // destination (copy), recvbuff (NCCL)
   // Elements: copied (copy), per rank (ncclReduceScatter's recvcount, ncclAllGather's
-  // sendcount), or moved (ncclReduce, ncclBroadcast).
+  // sendcount), or moved (ncclAllReduce, ncclReduce, ncclBroadcast).
   size_t count = 0;
   int root = -1;  // ncclReduce / ncclBroadcast only
 };
@@ -62,11 +62,16 @@ NcclCallPlan PlanReduceScatterV(const std::vector<size_t>& counts, int rank);
 // All-gather of input (counts[rank] elements) into output (sum(counts) elements, rank r's part
 // at offsets[r]) on rank `rank`.
 NcclCallPlan PlanAllGatherV(const std::vector<size_t>& counts, int rank);
-// The warm-up a new communicator of `size` ranks runs before it is handed out: one
-// ncclReduceScatter and one ncclAllGather of one element per rank, in place in a scratch of `size`
-// elements, so NCCL connects its peers (which it otherwise does inside the first real collective)
-// while creation still waits.
-NcclCallPlan PlanWarmUp(int size, int rank);
+// The warm-up a new communicator of `size` ranks runs before it is handed out, so that NCCL
+// connects its peers (which it otherwise does lazily, inside the first collective that uses an
+// algorithm) while creation still waits: every kind of call a training step issues
+// (ncclReduceScatter, ncclAllGather, ncclAllReduce, ncclBroadcast from rank 0; ncclReduce and
+// grouped calls use the ring that these connect), each at two sizes, one element per rank and
+// `large_elements` per rank, since NCCL's tuner picks its algorithm (ring, tree, NVLS) by size:
+// the step's 2-float all-reduce is small, its gradient buckets and the parameters' all-gather
+// large. In place in a scratch of size * large_elements elements.
+inline constexpr size_t kWarmUpLargeElements = size_t{1} << 18;  // KdStep's default bucket
+NcclCallPlan PlanWarmUp(int size, int rank, size_t large_elements = kWarmUpLargeElements);
 
 // "ncclReduceScatter scratch+0 -> output+0 x4", "copy input+8 -> scratch+12 x3",
 // "ncclReduce input+0 -> output+0 x5 root 2": for tests and error messages.

@@ -224,6 +224,11 @@ Status NcclCommunicator::Issue(const NcclCallPlan& plan, const void* input, void
                                    stream_.get()),
                      Describe(c));
           break;
+        case NcclCallKind::kAllReduce:
+          NCCL_CHECK(ncclAllReduce(at(c.send), at(c.recv), c.count, ToNccl(dtype), ToNccl(op),
+                                   comm_.get(), stream_.get()),
+                     Describe(c));
+          break;
         case NcclCallKind::kReduce:
           NCCL_CHECK(ncclReduce(at(c.send), at(c.recv), c.count, ToNccl(dtype), ToNccl(op), c.root,
                                 comm_.get(), stream_.get()),

@@ -20,8 +20,9 @@
 // (NcclCommunicatorOptions::cancelled). Which NCCL calls a ReduceScatterV / AllGatherV issues is
 // nccl_call_plan.h's: equal counts and nearly even ones (padded in a scratch buffer from this
 // communicator's stream-ordered memory pool) are one ncclReduceScatter / ncclAllGather, sparse
-// counts grouped ncclReduce / ncclBroadcast. Create warms the communicator up (one small
-// reduce-scatter and all-gather, waited for) so NCCL connects its peers before the first step.
+// counts grouped ncclReduce / ncclBroadcast. Create warms the communicator up (PlanWarmUp: each
+// kind of call a step issues, small and large, waited for) so NCCL connects its peers for every
+// algorithm the step uses before the first step instead of inside it.
 // Every thread of this class that calls CUDA selects options.device first (the watchdog
 // included: a thread's first CUDA call otherwise makes a context on device 0). Threading:
 // issuing methods from one thread at a time; Work from any thread.

@@ -86,6 +86,15 @@ void RunOnHost(const std::vector<NcclCallPlan>& plans, std::vector<HostRank>* ra
           std::copy_n(gathered.data(), n * m, (*ranks)[r].Ptr(plans[r].calls[at[r]].recv));
         break;
       }
+      case NcclCallKind::kAllReduce: {
+        std::vector<float> sum(m, 0.f);
+        for (size_t src = 0; src < n; ++src)
+          for (size_t i = 0; i < m; ++i)
+            sum[i] += (*ranks)[src].Ptr(plans[src].calls[at[src]].send)[i];
+        for (size_t r = 0; r < n; ++r)
+          std::copy_n(sum.data(), m, (*ranks)[r].Ptr(plans[r].calls[at[r]].recv));
+        break;
+      }
       case NcclCallKind::kReduce: {
         std::vector<float> sum(m, 0.f);
         for (size_t src = 0; src < n; ++src)
@@ -236,18 +245,28 @@ TEST(NcclCallPlanTest, PlansGiveTheCollectivesResults) {
   }
 }
 
-TEST(NcclCallPlanTest, WarmUpIsOneSmallReduceScatterAndAllGatherInPlace) {
-  const NcclCallPlan plan = PlanWarmUp(4, 2);
-  EXPECT_EQ(plan.scratch_elements, 4u);
+TEST(NcclCallPlanTest, WarmUpIssuesEveryKindOfStepCallSmallAndLargeInPlace) {
+  const NcclCallPlan plan = PlanWarmUp(4, 2, 8);
+  EXPECT_EQ(plan.scratch_elements, 32u);
   EXPECT_FALSE(plan.grouped);
-  // In place as NCCL defines it: recvbuff == sendbuff + rank * count, and the mirror image.
+  // In place as NCCL defines it: recvbuff == sendbuff + rank * count, and the mirror image;
+  // one element per rank, then the large size (NCCL picks its algorithm by size).
   EXPECT_THAT(Describe(plan), ElementsAre("ncclReduceScatter scratch+0 -> scratch+2 x1",
-                                          "ncclAllGather scratch+2 -> scratch+0 x1"));
+                                          "ncclAllGather scratch+2 -> scratch+0 x1",
+                                          "ncclAllReduce scratch+0 -> scratch+0 x4",
+                                          "ncclBroadcast scratch+0 -> scratch+0 x4 root 0",
+                                          "ncclReduceScatter scratch+0 -> scratch+16 x8",
+                                          "ncclAllGather scratch+16 -> scratch+0 x8",
+                                          "ncclAllReduce scratch+0 -> scratch+0 x32",
+                                          "ncclBroadcast scratch+0 -> scratch+0 x32 root 0"));
+  // The default large size is the default gradient bucket; a large size of 1 issues no repeat.
+  EXPECT_EQ(PlanWarmUp(4, 0).scratch_elements, 4 * kWarmUpLargeElements);
+  EXPECT_EQ(PlanWarmUp(4, 0, 1).calls.size(), 4u);
   // Every rank issues the same calls (else the warm-up itself would hang), within its scratch.
   std::vector<HostRank> ranks(4);
   std::vector<NcclCallPlan> plans;
   for (int r = 0; r < 4; ++r) {
-    plans.push_back(PlanWarmUp(4, r));
+    plans.push_back(PlanWarmUp(4, r, 8));
     for (const NcclCall& c : plans.back().calls) {
       const size_t span = c.kind == NcclCallKind::kReduceScatter ? 4 * c.count : c.count;
       const size_t gathered = c.kind == NcclCallKind::kAllGather ? 4 * c.count : c.count;
