@@ -57,6 +57,39 @@ std::string BinaryIdentity(const std::string& path) {
          std::to_string(st.st_mtim.tv_nsec);
 }
 
+// What a Fashion-MNIST trajectory depends on in the data: the sizes of the training files
+// (the full set and scripts/gpu-check's carried subset differ; the subset's bytes differ only
+// in gzip's time stamp from one --prepare to the next, its sizes do not).
+std::string FashionMnistIdentity() {
+  std::string id;
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(std::string(kFashionMnistDir) + "/" + name, ec);
+    id += std::string(name) + ":" + (ec ? std::string("missing") : std::to_string(size)) + ";";
+  }
+  return id;
+}
+
+// Reads `steps` losses from `path`, one per line; empty when it has not exactly that many.
+std::vector<double> ReadLosses(const std::string& path, int64_t steps) {
+  std::vector<double> losses;
+  std::ifstream in(path);
+  double v;
+  while (in >> v) losses.push_back(v);
+  if (losses.size() != static_cast<size_t>(steps)) losses.clear();
+  return losses;
+}
+
+// Writes `losses` to `path` whole or not at all (a temporary file, then a rename).
+void WriteLosses(const std::string& path, const std::vector<double>& losses) {
+  {
+    std::ofstream out(path + ".tmp");
+    out.precision(17);
+    for (double v : losses) out << v << "\n";
+  }
+  std::filesystem::rename(path + ".tmp", path);
+}
+
 std::string Tail(const std::string& text, size_t max_chars) {
   return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
 }
@@ -144,15 +177,37 @@ std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
   // waits for both workers, however loaded the machine is when the second one starts.
   const std::string trajectory =
       TrajectoryYaml(job) + "elastic: {min_workers: 2, max_workers: 2}\n";
+  // A reference carried from another machine (RETORT_REFERENCE_LOSSES_DIR; scripts/gpu-check
+  // --prepare writes one on the CPU machine) is keyed by the trajectory and the data alone: the
+  // binaries there differ, the CPU run's numbers do not beyond the scenarios' tolerance.
+  const uint64_t trajectory_key = Fnv1a(FashionMnistIdentity(), Fnv1a(trajectory));
+  auto key_name = [](uint64_t key) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key));
+    return std::string(name) + ".losses";
+  };
+  const char* carried_env = std::getenv("RETORT_REFERENCE_LOSSES_DIR");
+  const std::string carried_dir = carried_env != nullptr ? carried_env : "";
+  const std::string carried =
+      carried_dir.empty() ? "" : carried_dir + "/" + key_name(trajectory_key);
+  if (!carried.empty()) {
+    std::vector<double> losses = ReadLosses(carried, job.steps);
+    if (!losses.empty()) return losses;
+  }
+  auto carry = [&](const std::vector<double>& losses) {
+    if (carried.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(carried_dir, ec);
+    WriteLosses(carried, losses);
+  };
+
   const std::string build_dir = ReferenceBuildDir();
-  uint64_t key = Fnv1a(trajectory);
+  uint64_t key = trajectory_key;
   for (const char* bin : {"tools/retort-worker", "tools/retort-coordinator", "tools/retort-run"})
     key = Fnv1a(BinaryIdentity(build_dir + "/" + bin), key);
-  char name[32];
-  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key));
   const std::string cache_dir = build_dir + "/tests/elastic/reference";
   std::filesystem::create_directories(cache_dir);
-  const std::string cached = cache_dir + "/" + name + ".losses";
+  const std::string cached = cache_dir + "/" + key_name(key);
 
   // One reference run per build even when ctest runs the scenarios in parallel.
   int lock_fd = ::open((cache_dir + "/lock").c_str(), O_CREAT | O_RDWR, 0644);
@@ -161,16 +216,11 @@ std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
     if (lock_fd >= 0) ::close(lock_fd);
     return {};
   }
-  std::vector<double> losses;
-  if (std::filesystem::exists(cached)) {
-    std::ifstream in(cached);
-    double v;
-    while (in >> v) losses.push_back(v);
-    if (losses.size() == static_cast<size_t>(job.steps)) {
-      ::close(lock_fd);
-      return losses;
-    }
-    losses.clear();
+  std::vector<double> losses = ReadLosses(cached, job.steps);
+  if (!losses.empty()) {
+    ::close(lock_fd);
+    carry(losses);
+    return losses;
   }
   std::string run_dir = testing::MakeTempDir("retort_elastic_reference");
   std::ofstream(run_dir + "/job.yaml") << trajectory;
@@ -206,14 +256,10 @@ std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error) {
     ::close(lock_fd);
     return {};
   }
-  {
-    std::ofstream out(cached + ".tmp");
-    out.precision(17);
-    for (double v : losses) out << v << "\n";
-  }
-  std::filesystem::rename(cached + ".tmp", cached);
+  WriteLosses(cached, losses);
   std::filesystem::remove_all(run_dir);
   ::close(lock_fd);
+  carry(losses);
   return losses;
 }
 

@@ -82,9 +82,12 @@ std::string ReferenceBuildDir();
 
 // Losses (index i = step i + 1) of an uninterrupted run of the same trajectory by two workers
 // through ReferenceBuildDir()'s tools/retort-run. Cached under that build directory, keyed by
-// the trajectory and the binaries' size and modification time, so the scenarios of one build
-// (and the sanitizer suites beside it) share one reference run. Safe against concurrent test
-// processes (flock). On failure returns empty and sets *error.
+// the trajectory, the Fashion-MNIST files' sizes and the binaries' size and modification time,
+// so the scenarios of one build (and the sanitizer suites beside it) share one reference run.
+// With RETORT_REFERENCE_LOSSES_DIR set, a file there keyed by the trajectory and the data alone
+// is used when present and written when not: scripts/gpu-check --prepare makes it on the CPU
+// machine so that a GPU machine's test need not run the CPU reference itself. Safe against
+// concurrent test processes (flock). On failure returns empty and sets *error.
 std::vector<double> ReferenceLosses(const JobOptions& job, std::string* error);
 
 struct MemberView {
