@@ -11,10 +11,12 @@
 #include "common/backoff.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "coordinator/evaluation_record.h"
 #include "coordinator/job_spec.h"
 #include "coordinator/member_secret.h"
 #include "coordinator/planner.h"
+#include "coordinator/reported_batch_split.h"
 #include "rpc/job_state.h"
 
 namespace retort::coordinator {
@@ -24,12 +26,6 @@ constexpr size_t kMaxNodeName = 253;
 constexpr size_t kMaxShortField = 256;
 constexpr int kMaxLocalRank = 4096;
 constexpr int kMaxDevices = 64;
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool ValidNodeName(const std::string& s) {
   if (s.empty() || s.size() > kMaxNodeName) return false;
@@ -266,7 +262,7 @@ Status Coordinator::PersistLocked() { return store_.Save(state_); }
 void Coordinator::EmitLocked(const std::string& kind, const std::string& message,
                              const std::string& member_id) {
   v1::Event e;
-  e.set_unix_ms(UnixMs());
+  e.set_unix_ms(UnixMillisNow());
   e.set_kind(kind);
   e.set_message(message);
   e.set_generation(state_.generation());
@@ -513,7 +509,8 @@ void Coordinator::FormGenerationLocked() {
   gen->set_checkpoint_id(state_.last_checkpoint_id());
   gen->set_checkpoint_step(state_.last_checkpoint_step());
   generation_ = gen;
-  kv_.Clear();  // bootstrap data belongs to one generation
+  batch_split_.Clear();  // a new generation starts even; its members' reports fill it in
+  kv_.Clear();           // bootstrap data belongs to one generation
   if (pending_checkpoint_) AbortPendingCheckpointLocked("new generation");
 
   EmitLocked("generation", "generation " + std::to_string(number) + " formed with " +
@@ -670,7 +667,10 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     m.step_advanced_at = m.last_heartbeat;
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
-  if (req.has_metrics()) m.metrics = req.metrics();
+  if (req.has_metrics()) {
+    m.metrics = req.metrics();
+    UpdateBatchSplitLocked();
+  }
   if (req.has_evaluation())
     RecordEvaluation(req.evaluation(), &last_evaluation_, &best_evaluation_);
   m.generation = req.generation();
@@ -696,6 +696,33 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     d->set_trace_last_step(trace_last_step_);
   }
   return resp;
+}
+
+void Coordinator::UpdateBatchSplitLocked() {
+  if (!generation_) return;
+  std::vector<std::pair<int, int64_t>> reported;
+  for (const auto& [id, m] : members_)
+    if (m.rank >= 0 && m.generation == generation_->number())
+      reported.emplace_back(m.rank, m.metrics.local_batch());
+  const std::vector<int64_t> shares =
+      ReportedBatchSplit(reported, generation_->members_size(), state_.job().global_batch());
+  if (shares.empty() || std::equal(shares.begin(), shares.end(), batch_split_.samples().begin(),
+                                   batch_split_.samples().end()))
+    return;
+  const bool first = batch_split_.samples_size() == 0;
+  batch_split_.clear_samples();
+  for (int64_t n : shares) batch_split_.add_samples(n);
+  int64_t step = 0;
+  for (const auto& [id, m] : members_)
+    if (m.rank >= 0) step = std::max(step, m.step);
+  batch_split_.set_from_step(step);
+  std::string text;
+  for (int64_t n : shares) text += (text.empty() ? "" : " ") + std::to_string(n);
+  // The first report of a job is the even split it starts with, not a decision.
+  if (!first)
+    EmitLocked("batch_split", "samples by rank from about step " + std::to_string(step) + ": " +
+                                  text + " (generation " + std::to_string(generation_->number()) +
+                                  ")");
 }
 
 Status Coordinator::Leave(const v1::LeaveRequest& req) {

@@ -220,6 +220,8 @@ class Coordinator {
   // the next generation formed counts as a recovery from it.
   void NoteLossLocked(const char* cause, bool eviction) RETORT_REQUIRES(mu_);
   void FormGenerationLocked() RETORT_REQUIRES(mu_);
+  // Updates batch_split_ from the members' reports; a change is a "batch_split" event.
+  void UpdateBatchSplitLocked() RETORT_REQUIRES(mu_);
   void UpdateFinishedLocked() RETORT_REQUIRES(mu_);
   void SetStateLocked(v1::JobState state, const std::string& why) RETORT_REQUIRES(mu_);
   // Moves the job to FAILED for `failure` (a recurring failure a member reported), once: later
@@ -302,6 +304,9 @@ class Coordinator {
   // Evaluations during training reported by members (evaluation_record.h; step 0: none yet).
   v1::EvaluationResult last_evaluation_ RETORT_GUARDED_BY(mu_);
   v1::EvaluationResult best_evaluation_ RETORT_GUARDED_BY(mu_);
+  // The current generation's batch split as its members report it (reported_batch_split.h);
+  // empty until every rank reported one.
+  v1::BatchSplit batch_split_ RETORT_GUARDED_BY(mu_);
   // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
   OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged

@@ -74,10 +74,12 @@ v1::StatusResponse Coordinator::GetStatus() const {
         std::chrono::duration_cast<std::chrono::milliseconds>(now - m->last_heartbeat).count());
     ms->set_draining(m->draining);
     ms->set_generation(m->generation);
+    ms->set_local_batch(m->metrics.local_batch());
     *ms->mutable_devices() = m->identity.devices();
     step = std::max(step, m->step);
   }
   s.set_step(step);
+  if (batch_split_.samples_size() > 0) *s.mutable_batch_split() = batch_split_;
   for (const auto& m : rejoin_gate_.Missing(MemberPlacesLocked())) s.add_awaiting_rejoin(m);
   return s;
 }

@@ -96,7 +96,9 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   if (!kd.soft_labels().empty() || !kd.view_policy().empty())
     set.push_back("distillation.soft_labels");
   if (s.checkpoint().replicas() > 1) set.push_back("checkpoint.replicas");
-  if (s.elastic().has_straggler()) set.push_back("elastic.straggler");
+  const auto& st = s.elastic().straggler();
+  if (st.drain_below() != 0 || st.drain_after_steps() != 0)
+    set.push_back("elastic.straggler.drain_below/drain_after_steps");
   if (set.empty()) return Status::Ok();
   std::string names;
   for (const auto& n : set) names += (names.empty() ? "" : ", ") + n;
@@ -131,6 +133,26 @@ Status ValidateMixing(const v1::JobSpec& s) {
         "set cache_top_k: 0 or turn mixing off");
   if (s.global_batch() < 2)
     return InvalidArgumentError("mixing: needs global_batch >= 2 (samples mix in pairs)");
+  return Status::Ok();
+}
+
+Status ValidateStraggler(const v1::JobSpec& s) {
+  const auto& st = s.elastic().straggler();
+  if (!st.rebalance() && (st.has_threshold() || st.window_steps() != 0 || st.has_min_share()))
+    return InvalidArgumentError(
+        "elastic.straggler: threshold, window_steps and min_share tune rebalancing; set "
+        "rebalance: true");
+  if (st.rebalance()) {
+    RETORT_RETURN_IF_ERROR(
+        DoubleIn(st.threshold(), 0, true, 10, false, "elastic.straggler.threshold"));
+    RETORT_RETURN_IF_ERROR(IntIn(st.window_steps(), 1, 100000, "elastic.straggler.window_steps"));
+    RETORT_RETURN_IF_ERROR(
+        DoubleIn(st.min_share(), 0, true, 1, false, "elastic.straggler.min_share"));
+  }
+  RETORT_RETURN_IF_ERROR(
+      DoubleIn(st.drain_below(), 0, false, 1, true, "elastic.straggler.drain_below"));
+  RETORT_RETURN_IF_ERROR(
+      IntIn(st.drain_after_steps(), 0, kMaxSteps, "elastic.straggler.drain_after_steps"));
   return Status::Ok();
 }
 
@@ -178,6 +200,13 @@ void ApplyJobSpecDefaults(v1::JobSpec* s, const std::set<std::string>* written) 
   if (e->min_workers() == 0 && absent("elastic.min_workers")) e->set_min_workers(1);
   if (e->max_workers() == 0 && absent("elastic.max_workers"))
     e->set_max_workers(std::max(e->min_workers(), 1024));
+  if (e->has_straggler() && e->straggler().rebalance()) {
+    auto* st = e->mutable_straggler();
+    if (!st->has_threshold()) st->set_threshold(0.1);
+    if (st->window_steps() == 0 && absent("elastic.straggler.window_steps"))
+      st->set_window_steps(20);
+    if (!st->has_min_share()) st->set_min_share(0.25);
+  }
   auto* c = s->mutable_checkpoint();
   if (c->keep() == 0 && absent("checkpoint.keep")) c->set_keep(3);
   if (s->precision().empty() && absent("precision")) s->set_precision("float32");
@@ -276,6 +305,7 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   RETORT_RETURN_IF_ERROR(
       IntIn(c.max_consecutive_failures(), 0, 1000000, "checkpoint.max_consecutive_failures"));
   RETORT_RETURN_IF_ERROR(ValidateMixing(s));
+  RETORT_RETURN_IF_ERROR(ValidateStraggler(s));
   const auto& aug = d.augmentation();
   RETORT_RETURN_IF_ERROR(DoubleIn(aug.random_erase_prob(), 0, false, 1, false,
                                   "dataset.augmentation.random_erase_prob"));

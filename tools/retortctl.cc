@@ -78,6 +78,8 @@ json MemberJson(const v1::MemberStatus& m) {
               {"epoch", m.epoch()},
               {"loss", m.metrics().loss()},
               {"samples_per_second", m.metrics().samples_per_second()},
+              {"local_batch", m.local_batch()},
+              {"compute_samples_per_second", m.metrics().compute_samples_per_second()},
               {"last_heartbeat_ms_ago", m.last_heartbeat_ms_ago()},
               {"draining", m.draining()},
               {"generation", m.generation()},
@@ -134,6 +136,8 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
            {"last_checkpoint_failure_step", r.checkpoint_health().last_failure_step()},
            {"last_evaluation", EvaluationJson(r.last_evaluation())},
            {"best_evaluation", EvaluationJson(r.best_evaluation())},
+           {"batch_split", std::vector<int64_t>(r.batch_split().samples().begin(),
+                                                r.batch_split().samples().end())},
            {"members", json::array()},
            {"awaiting_rejoin",
             std::vector<std::string>(r.awaiting_rejoin().begin(), r.awaiting_rejoin().end())}};
@@ -163,6 +167,11 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
                 static_cast<long long>(h.failures_total()), h.consecutive_failures(),
                 static_cast<long long>(h.last_failure_step()), h.last_failure().c_str());
   }
+  if (r.batch_split().samples_size() > 0) {
+    std::printf("\nbatch split by rank (straggler rebalancing):");
+    for (int64_t n : r.batch_split().samples()) std::printf(" %lld", static_cast<long long>(n));
+    if (!r.batch_split().reason().empty()) std::printf(" (%s)", r.batch_split().reason().c_str());
+  }
   if (r.awaiting_rejoin_size() > 0) {
     std::printf("; after a restart, waiting for the previous generation's");
     for (const auto& m : r.awaiting_rejoin()) std::printf(" %s", m.c_str());
@@ -173,15 +182,16 @@ int ShowStatus(v1::ControlService::Stub& stub, const Options& o) {
                 f.member_id().empty() ? "-" : f.member_id().c_str(), f.node().c_str(),
                 f.local_rank(), f.phase().c_str(), static_cast<long long>(f.step()));
   }
-  std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %s\n", "RANK", "MEMBER", "NODE", "LOCAL",
-              "STEP", "LOSS", "SAMPLES/S", "HEARTBEAT");
+  std::printf("\n\n%-5s %-10s %-20s %-5s %-8s %-9s %-10s %-6s %-10s %s\n", "RANK", "MEMBER", "NODE",
+              "LOCAL", "STEP", "LOSS", "SAMPLES/S", "BATCH", "COMPUTE/S", "HEARTBEAT");
   for (const auto& m : r.members()) {
     std::string rank = m.rank() < 0 ? "-" : std::to_string(m.rank());
-    std::printf("%-5s %-10s %-20s %-5d %-8lld %-9.4f %-10.1f %lld ms ago%s\n", rank.c_str(),
-                m.member_id().c_str(), m.node().c_str(), m.local_rank(),
-                static_cast<long long>(m.step()), m.metrics().loss(),
-                m.metrics().samples_per_second(), static_cast<long long>(m.last_heartbeat_ms_ago()),
-                m.draining() ? " (draining)" : "");
+    std::printf(
+        "%-5s %-10s %-20s %-5d %-8lld %-9.4f %-10.1f %-6lld %-10.1f %lld ms ago%s\n", rank.c_str(),
+        m.member_id().c_str(), m.node().c_str(), m.local_rank(), static_cast<long long>(m.step()),
+        m.metrics().loss(), m.metrics().samples_per_second(),
+        static_cast<long long>(m.local_batch()), m.metrics().compute_samples_per_second(),
+        static_cast<long long>(m.last_heartbeat_ms_ago()), m.draining() ? " (draining)" : "");
   }
   return 0;
 }

@@ -38,6 +38,8 @@ void StepLog::OnStep(const StepRecord& r) {
                    {"skipped", r.skipped},
                    {"samples_per_second", r.samples_per_second},
                    {"step_s", r.step_seconds},
+                   {"local_batch", r.local_batch},
+                   {"compute_samples_per_second", r.compute_samples_per_second},
                    {"data_start_unix_us", r.data_start_unix_us},
                    {"end_unix_us", r.end_unix_us}};
   const auto phases = PhaseSeconds(r);

@@ -2,7 +2,8 @@
 // <output_dir>/steps/<node>-<local_rank>.jsonl (so a run's directory holds every rank's phases,
 // which `retortctl report` reads). Fields:
 //   step, epoch, generation, rank, world_size, node, local_rank, loss, lr, grad_norm (null when
-//   not finite), skipped, samples_per_second, step_s, data_wait_s, teacher_forward_s,
+//   not finite), skipped, samples_per_second, step_s, local_batch, compute_samples_per_second,
+//   data_wait_s, teacher_forward_s,
 //   student_forward_s, backward_s, comm_exposed_s, optimizer_s, checkpoint_s,
 //   data_start_unix_us, end_unix_us.
 // A rank that rolls back after a failure logs the re-run steps again (the later line wins).

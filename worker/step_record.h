@@ -30,6 +30,10 @@ struct StepRecord {
   int64_t global_batch = 0;       // samples the step consumed over all ranks
   double samples_per_second = 0;  // global_batch / wall time of the whole step
   double step_seconds = 0;        // wall time of the whole step, control all-reduce included
+  // This rank's share of the global batch, and samples per second of its own compute (teacher
+  // forward, student forward, backward; its waits excluded): what straggler rebalancing follows.
+  int64_t local_batch = 0;
+  double compute_samples_per_second = 0;
   // Model FLOPs per second of the job (trainer/model_flops.h) over the bf16 peak of its
   // world_size devices; -1 when unknown (a model that is not a built-in ViT, or a device whose
   // peak is not known, such as any CPU).

@@ -36,7 +36,6 @@ constexpr int64_t kBatchWaitMs = 120000;
 constexpr const BackoffPolicy& kStuckGeneration = backoff_policies::kStuckGenerationRejoin;
 
 // Control flags all-reduced at every step boundary.
-enum Flag { kNewerGeneration = 0, kLeaving = 1, kPaused = 2, kFlagCount = 3 };
 
 // Layout of nodes for the hierarchical communicator: usable when every node holds the same
 // number (> 1) of ranks and there is more than one node.
@@ -327,26 +326,41 @@ Status TrainingSession::StartGeneration(const Assignment& a) {
 
 Status TrainingSession::RunSteps(const Assignment& a) {
   failure_phase_ = FailurePhase::kCommunication;
-  float flags[kFlagCount];
+  // Rebalancing starts even in every generation (the loader's Seek did so too).
+  const auto& straggler = job_.elastic().straggler();
+  rebalancer_.reset();
+  last_step_samples_ = last_step_compute_seconds_ = 0;
+  if (straggler.rebalance() && comm_->size() > 1) {
+    RebalanceOptions o;
+    o.global_batch = job_.global_batch();
+    o.unit = loader_->sampler().config().split_unit;
+    o.threshold = straggler.threshold();
+    o.window_steps = straggler.window_steps();
+    o.min_share = straggler.min_share();
+    rebalancer_ = std::make_unique<BatchRebalancer>(o, comm_->size());
+  }
+  StepBoundaryExchange exchange(a.rank, comm_->size(), rebalancer_ != nullptr);
   auto last_log = Clock::now();
   while (global_step_ < total_steps_) {
     auto step_start = Clock::now();
     const StepBoundaryFlags boundary = mailbox_.AtStepBoundary(active_generation_);
     const bool leaving_here = boundary.leaving;
     const int64_t trace_first = boundary.trace_first_step, trace_last = boundary.trace_last_step;
-    flags[kNewerGeneration] = boundary.newer_generation ? 1.f : 0.f;
-    flags[kLeaving] = boundary.leaving ? 1.f : 0.f;
-    flags[kPaused] = boundary.paused ? 1.f : 0.f;
-    RETORT_RETURN_IF_ERROR(Await(comm_->AllReduce(
-        {flags, kFlagCount, collectives::DataType::kFloat32}, collectives::ReduceOp::kSum)));
-    if (flags[kNewerGeneration] > 0 || flags[kLeaving] > 0) {
+    exchange.Clear();
+    exchange.SetFlags(boundary.newer_generation, boundary.leaving, boundary.paused);
+    if (rebalancer_) WriteRebalancing(exchange, a.rank);
+    RETORT_RETURN_IF_ERROR(
+        Await(comm_->AllReduce({exchange.data(), exchange.size(), collectives::DataType::kFloat32},
+                               collectives::ReduceOp::kSum)));
+    if (exchange.newer_generation() || exchange.leaving()) {
       RETORT_RETURN_IF_ERROR(SaveState());
       LOG_INFO("trainer") << "stopping generation " << active_generation_ << " at step "
                           << global_step_
                           << (leaving_here ? " (this member leaves)" : " (membership changes)");
       return Status::Ok();
     }
-    if (flags[kPaused] > 0) {
+    if (rebalancer_) RETORT_RETURN_IF_ERROR(ApplyRebalancing(exchange, a.rank));
+    if (exchange.paused()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
@@ -365,8 +379,15 @@ Status TrainingSession::RunSteps(const Assignment& a) {
       RETORT_RETURN_IF_ERROR(
           trainer::data::MixBatch(mixing_, loader_->sampler().BatchSize(batch.step), &batch));
     failure_phase_ = FailurePhase::kStep;
+    const int64_t local_batch = static_cast<int64_t>(batch.sample_indices.size());
     RETORT_ASSIGN_OR_RETURN(trainer::StepResult r,
                             kd_step_->Step(batch, loader_->stats().last_wait_seconds));
+    // This rank's own compute (its waits for data and for the others excluded): what straggler
+    // rebalancing follows.
+    const double compute_s =
+        r.timing.teacher_forward + r.timing.student_forward + r.timing.backward;
+    last_step_samples_ = static_cast<double>(local_batch);
+    last_step_compute_seconds_ = compute_s;
     failure_phase_ = FailurePhase::kCommunication;
     position_ = loader_->position();
     ++global_step_;
@@ -395,6 +416,9 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     metrics.set_comm_exposed_seconds(r.timing.comm_exposed);
     metrics.set_optimizer_seconds(r.timing.optimizer);
     metrics.set_checkpoint_seconds(checkpoint_s);
+    metrics.set_local_batch(local_batch);
+    metrics.set_compute_samples_per_second(
+        compute_s > 0 ? static_cast<double>(local_batch) / compute_s : 0);
     StepRecord record;
     record.step = global_step_;
     record.epoch = position_.epoch;
@@ -408,6 +432,8 @@ Status TrainingSession::RunSteps(const Assignment& a) {
     record.global_batch = job_.global_batch();
     record.samples_per_second = sps;
     record.step_seconds = seconds;
+    record.local_batch = local_batch;
+    record.compute_samples_per_second = metrics.compute_samples_per_second();
     if (model_flops_per_sample_ > 0 && device_peak_flops_ > 0)
       record.model_flops_utilization =
           model_flops_per_sample_ * sps / (comm_->size() * device_peak_flops_);

@@ -40,6 +40,7 @@
 #include "trainer/device.h"
 #include "trainer/evaluation.h"
 #include "trainer/kd_step.h"
+#include "worker/batch_rebalancer.h"
 #include "worker/checkpointer.h"
 #include "worker/communicator_shard_comm.h"
 #include "worker/coordinator_client.h"
@@ -48,6 +49,7 @@
 #include "worker/peer_replica.h"
 #include "worker/recovery_plan.h"
 #include "worker/session_mailbox.h"
+#include "worker/step_boundary_exchange.h"
 #include "worker/step_log.h"
 #include "worker/step_record.h"
 #include "worker/trace_recorder.h"
@@ -162,6 +164,12 @@ class TrainingSession final : public GenerationHandler {
   StatusOr<trainer::TopKCounts> CountEvalSlice(int64_t begin, int64_t end);
   // Hands a completed step to the step log, the trace and options_.step_observer.
   void ObserveStep(const StepRecord& record);
+  // Straggler rebalancing at a step boundary (session_rebalancing.cc): this rank's part of the
+  // exchange before the all-reduce; after it, the measurements and an adopted proposal.
+  void WriteRebalancing(StepBoundaryExchange& exchange, int rank);
+  Status ApplyRebalancing(const StepBoundaryExchange& exchange, int rank);
+  // The 0-based global index of the step the loader returns next (Sampler::GlobalStep).
+  int64_t NextGlobalStep() const;
 
   const TrainingOptions options_;
   CoordinatorClient* const client_;
@@ -181,6 +189,11 @@ class TrainingSession final : public GenerationHandler {
   trainer::data::MixingOptions mixing_;  // of the training batches (off unless the spec mixes)
   trainer::data::RandomErasingOptions erasing_;  // of the training batches (probability 0: off)
   trainer::data::ColorJitterOptions jitter_;     // of the training batches (strength 0: off)
+  // Straggler rebalancing (elastic.straggler.rebalance; null: off), one per generation, and
+  // this rank's last step for the next boundary's exchange (0: nothing new to report).
+  std::unique_ptr<BatchRebalancer> rebalancer_;
+  double last_step_samples_ = 0, last_step_compute_seconds_ = 0;
+  std::string rebalance_reason_;  // rank 0: why it sent its last proposal
   // This rank's slice of the test split kept between evaluations (eval_range_ {-1, -1}: none),
   // and the best top-1 exported so far by this process (-1: not known yet).
   std::vector<trainer::Batch> eval_batches_;

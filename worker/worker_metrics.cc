@@ -45,6 +45,13 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       generation_(Gauge(r, "retort_worker_generation", "Generation this worker runs in.")),
       rank_(Gauge(r, "retort_worker_rank", "This worker's rank in its generation.")),
       world_size_(Gauge(r, "retort_worker_world_size", "Ranks in this worker's generation.")),
+      local_batch_(Gauge(r, "retort_worker_local_batch",
+                         "Samples of the last step's global batch this worker trained (its "
+                         "share; straggler rebalancing changes it).")),
+      compute_samples_per_second_(
+          Gauge(r, "retort_worker_compute_samples_per_second",
+                "Samples per second of this worker's own forward and backward at the last step "
+                "(its waits excluded).")),
       registry_(r) {
   auto& phases = prometheus::BuildHistogram()
                      .Name("retort_worker_step_phase_seconds")
@@ -66,6 +73,8 @@ void WorkerMetrics::OnStep(const StepRecord& r) {
   learning_rate_.Set(r.learning_rate);
   if (std::isfinite(r.grad_norm)) grad_norm_.Set(r.grad_norm);
   step_.Set(static_cast<double>(r.step));
+  local_batch_.Set(static_cast<double>(r.local_batch));
+  compute_samples_per_second_.Set(r.compute_samples_per_second);
   if (r.model_flops_utilization >= 0) {
     if (!model_flops_utilization_)
       model_flops_utilization_ =

@@ -49,6 +49,8 @@ class WorkerMetrics final : public StepObserver {
   prometheus::Gauge& generation_;
   prometheus::Gauge& rank_;
   prometheus::Gauge& world_size_;
+  prometheus::Gauge& local_batch_;
+  prometheus::Gauge& compute_samples_per_second_;
   // retort_worker_model_flops_utilization_ratio: registered at the first step whose value is
   // known, so a worker that cannot know it (CPU) exports no zero that would read as a value.
   prometheus::Registry& registry_;

@@ -72,6 +72,10 @@ class Member:
     draining: bool
     generation: int  # the generation the member last reported
     devices: list[str] = field(default_factory=list)
+    # Its share of the last step's global batch, and samples per second of its own compute
+    # (its waits excluded): what straggler rebalancing follows.
+    local_batch: int = 0
+    compute_samples_per_second: float = 0.0
 
     @staticmethod
     def from_proto(m: Any) -> Member:
@@ -80,7 +84,9 @@ class Member:
             data_address=m.data_address, step=m.step, epoch=m.epoch, loss=m.metrics.loss,
             samples_per_second=m.metrics.samples_per_second,
             last_heartbeat_ms_ago=m.last_heartbeat_ms_ago, draining=m.draining,
-            generation=m.generation, devices=[device_name(d) for d in m.devices])
+            generation=m.generation, devices=[device_name(d) for d in m.devices],
+            local_batch=m.local_batch,
+            compute_samples_per_second=m.metrics.compute_samples_per_second)
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,9 @@ class Status:
     # The newest and the best evaluation during training (None before the first).
     last_evaluation: Evaluation | None = None
     best_evaluation: Evaluation | None = None
+    # Samples of each global batch by rank as the members report them (straggler rebalancing);
+    # empty until every rank of the generation reported one.
+    batch_split: list[int] = field(default_factory=list)
 
     @property
     def last_checkpoint(self) -> Checkpoint | None:
@@ -167,7 +176,8 @@ class Status:
             last_checkpoint_failure=r.checkpoint_health.last_failure,
             last_checkpoint_failure_step=r.checkpoint_health.last_failure_step,
             last_evaluation=Evaluation.from_proto(r.last_evaluation),
-            best_evaluation=Evaluation.from_proto(r.best_evaluation))
+            best_evaluation=Evaluation.from_proto(r.best_evaluation),
+            batch_split=list(r.batch_split.samples))
 
 
 @dataclass(frozen=True)

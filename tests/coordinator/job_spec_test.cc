@@ -327,7 +327,8 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"distillation: {loss: dist}", "distillation.loss: dist"},
       {"distillation: {soft_labels: /tmp/store}", "distillation.soft_labels"},
       {"checkpoint: {replicas: 2}", "checkpoint.replicas"},
-      {"elastic: {straggler: {rebalance: true}}", "elastic.straggler"},
+      {"elastic: {straggler: {rebalance: true, drain_below: 0.5, drain_after_steps: 100}}",
+       "elastic.straggler.drain_below"},
   };
   for (const auto& [line, field] : cases) {
     // The student line replaces the default one; other lines add to it.
@@ -345,6 +346,32 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
                               "ema: {decay: 0}\ndistillation: {loss: kl}\ncheckpoint: "
                               "{replicas: 1}\ndataset: {repeated_augmentations: 1}\n",
                           "off.yaml");
+  EXPECT_TRUE(off.ok()) << off.status();
+}
+
+TEST(JobSpecTest, StragglerRebalancingDefaultsAndRules) {
+  auto spec = ParseJobSpec(ModelsOnly() + "elastic: {straggler: {rebalance: true}}\n", "s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& st = spec->elastic().straggler();
+  EXPECT_DOUBLE_EQ(st.threshold(), 0.1);
+  EXPECT_EQ(st.window_steps(), 20);
+  EXPECT_DOUBLE_EQ(st.min_share(), 0.25);
+  auto tuned =
+      ParseJobSpec(ModelsOnly() +
+                       "elastic: {straggler: {rebalance: true, threshold: 0.3, window_steps: 5, "
+                       "min_share: 0.5}}\n",
+                   "t");
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_DOUBLE_EQ(tuned->elastic().straggler().threshold(), 0.3);
+  EXPECT_EQ(tuned->elastic().straggler().window_steps(), 5);
+  ExpectError(ModelsOnly() + "elastic: {straggler: {threshold: 0.3}}\n", "set rebalance: true");
+  ExpectError(ModelsOnly() + "elastic: {straggler: {rebalance: true, threshold: 0}}\n",
+              "elastic.straggler.threshold");
+  ExpectError(ModelsOnly() + "elastic: {straggler: {rebalance: true, min_share: 1.5}}\n",
+              "elastic.straggler.min_share");
+  ExpectError(ModelsOnly() + "elastic: {straggler: {rebalance: true, window_steps: -1}}\n",
+              "elastic.straggler.window_steps");
+  auto off = ParseJobSpec(ModelsOnly() + "elastic: {straggler: {rebalance: false}}\n", "o");
   EXPECT_TRUE(off.ok()) << off.status();
 }
 

@@ -119,7 +119,8 @@ std::string TrajectoryYaml(const JobOptions& job) {
 std::string ScenarioJobYaml(const JobOptions& job, const std::string& output_dir) {
   std::ostringstream y;
   y << TrajectoryYaml(job) << "elastic: {min_workers: " << job.min_workers
-    << ", max_workers: " << job.max_workers << "}\n"
+    << ", max_workers: " << job.max_workers
+    << (job.elastic_extra.empty() ? "" : ", " + job.elastic_extra) << "}\n"
     << "output_dir: " << output_dir << "\n";
   if (job.checkpoint_every_steps > 0) {
     y << "checkpoint: {every_steps: " << job.checkpoint_every_steps

@@ -37,6 +37,9 @@ struct JobOptions {
   std::string student_torchscript;
   // More trajectory lines, e.g. a `mixing:` mapping (a `dataset:` replaces the default one).
   std::string trajectory_extra;
+  // More entries of the scenario's `elastic:` mapping, e.g. "straggler: {rebalance: true}" (not
+  // part of the trajectory: the reference run is without them).
+  std::string elastic_extra;
 };
 
 // Model, data, batch, steps, optimizer, distillation: what the loss curve depends on.

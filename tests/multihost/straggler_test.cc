@@ -1,8 +1,13 @@
 // A planted slow host: the worker on host 2 gets a tenth of a CPU (TestHosts::LimitCpu), the
 // worker on host 1 is unthrottled. The run report's straggler rule (tools/report), reading the
-// step logs the two workers wrote, names the worker on host 2 and nobody else.
+// step logs the two workers wrote, names the worker on host 2 and nobody else. With straggler
+// rebalancing on (elastic.straggler.rebalance), the throttled worker is given a smaller share
+// of each global batch, and the loss curve stays the even split's.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -62,6 +67,72 @@ TEST_F(StragglerTest, TheWorkerOnACpuThrottledHostIsNamedTheStraggler) {
   ASSERT_EQ(stragglers[0].workers.size(), 1u);
   EXPECT_EQ(stragglers[0].workers[0], hosts->name(kSlowHost) + "-0")
       << "the straggler named is not the throttled host's worker";
+}
+
+// Each step's local batch in a worker's step log (steps/<host>-0.jsonl), by step (the last line
+// of a step wins, as the report reads them).
+std::map<int64_t, int64_t> LocalBatches(const std::string& path) {
+  std::map<int64_t, int64_t> by_step;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      by_step[j.at("step").get<int64_t>()] = j.at("local_batch").get<int64_t>();
+    } catch (const std::exception&) {
+    }
+  }
+  return by_step;
+}
+
+TEST_F(StragglerTest, RebalancingGivesTheThrottledWorkerASmallerShareOnTheSameLossCurve) {
+  auto hosts = MakeHosts(3);
+  if (!hosts) GTEST_SKIP() << skip_reason();
+  std::string why;
+  // A quarter of a CPU: the throttled worker computes several times slower than the other.
+  if (!hosts->LimitCpu(kSlowHost, 0.25, &why))
+    GTEST_SKIP() << "cannot plant a slow host here: " << why;
+
+  JobOptions job;
+  job.steps = 40;
+  job.min_workers = 2;
+  job.max_workers = 2;
+  job.elastic_extra = "straggler: {rebalance: true, window_steps: 4, threshold: 0.1}";
+  LoadReference(job);
+  if (HasFatalFailure()) return;
+  ClusterOptions options;
+  options.hosts = hosts.get();
+  options.coordinator_host = 0;
+  options.port = 7070;
+  options.comm_timeout_ms = 60000;
+  ElasticCluster c(job, options);
+  dirs_.push_back(c.dir());
+  ASSERT_TRUE(c.StartCoordinator(milliseconds(30000), &why)) << why;
+  c.StartWorkerOnHost(kFastHost, 0);
+  c.StartWorkerOnHost(kSlowHost, 0);
+  ExpectCompletedCleanly(c);
+  if (HasFatalFailure()) return;
+
+  const auto fast = LocalBatches(c.dir() + "/out/steps/" + hosts->name(kFastHost) + "-0.jsonl");
+  const auto slow = LocalBatches(c.dir() + "/out/steps/" + hosts->name(kSlowHost) + "-0.jsonl");
+  ASSERT_EQ(fast.size(), static_cast<size_t>(job.steps));
+  ASSERT_EQ(slow.size(), static_cast<size_t>(job.steps));
+  // Even at first (24 + 24), then the throttled worker's share shrinks; the shares always add
+  // up to the global batch.
+  EXPECT_EQ(slow.at(1), job.global_batch / 2);
+  for (const auto& [step, n] : slow)
+    EXPECT_EQ(n + fast.at(step), job.global_batch) << "step " << step;
+  const int64_t last = slow.at(job.steps);
+  std::cout << "[ measured ] throttled worker's share at the last step: " << last << " of "
+            << job.global_batch << "\n";
+  EXPECT_LT(last, job.global_batch / 2) << "the throttled worker kept an even share";
+  EXPECT_GE(last, job.global_batch / 2 / 4) << "below the floor (min_share 0.25)";
+  EXPECT_NE(c.Logs(400000).find("batch shares from step"), std::string::npos)
+      << "rank 0 did not log the new shares";
+  EXPECT_NE(c.Logs(400000).find("batch_split: samples by rank"), std::string::npos)
+      << "the coordinator did not report the new split as an event";
+  // The math is the even split's but for float reassociation.
+  ExpectSameTrajectory(c.Metrics().lines, "rebalanced 2 workers, one at a quarter CPU");
 }
 
 }  // namespace

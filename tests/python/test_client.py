@@ -107,7 +107,8 @@ def test_status_fields_match_retortctl(cluster: Cluster) -> None:
     for key in ("job", "state", "generation", "min_workers", "max_workers", "version",
                 "failure", "awaiting_rejoin", "last_checkpoint_id", "checkpoint_failures",
                 "checkpoint_consecutive_failures", "last_checkpoint_failure",
-                "last_checkpoint_failure_step", "last_evaluation", "best_evaluation"):
+                "last_checkpoint_failure_step", "last_evaluation", "best_evaluation",
+                "batch_split"):
         assert ours[key] == theirs[key], key
     assert ours["members"][0]["devices"] == ["cpu"]
     for key in ("id", "rank", "node", "local_rank", "data_address", "draining", "devices"):

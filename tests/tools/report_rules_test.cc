@@ -34,6 +34,7 @@ struct Plan {
   std::vector<int64_t> outliers;        // steps 20x slower on every rank
   int64_t checkpoint_step = 0;          // a step whose checkpoint snapshot takes 2 x a step
   uint64_t generation_change_step = 0;  // generation 2 from this step on (3 ranks)
+  int64_t rebalance_step = 0;           // from this step the straggler's share is 10 of 64, not 16
 };
 
 double Jitter(int rank, int64_t step, int phase) {
@@ -75,17 +76,20 @@ RunLogs MakeRun(const Plan& p) {
       for (double v : ph[r]) busy += v;
       ph[r][4] = 0.002 * Jitter(r, s, 4) + (slowest_busy - busy);
       double total = busy + ph[r][4];
-      nlohmann::json j{{"step", s},
-                       {"generation", world == p.ranks ? 1 : 2},
-                       {"rank", r},
-                       {"world_size", world},
-                       {"loss", 2.3 * std::exp(-0.02 * s)},
-                       {"lr", 0.001},
-                       {"skipped", false},
-                       {"samples_per_second", 64 / total},
-                       {"step_s", total},
-                       {"data_start_unix_us", t_us},
-                       {"end_unix_us", t_us + static_cast<int64_t>(total * 1e6)}};
+      nlohmann::json j{
+          {"step", s},
+          {"generation", world == p.ranks ? 1 : 2},
+          {"rank", r},
+          {"world_size", world},
+          {"loss", 2.3 * std::exp(-0.02 * s)},
+          {"lr", 0.001},
+          {"skipped", false},
+          {"samples_per_second", 64 / total},
+          {"step_s", total},
+          {"local_batch",
+           p.rebalance_step > 0 && s >= p.rebalance_step ? (r == p.straggler ? 10 : 18) : 16},
+          {"data_start_unix_us", t_us},
+          {"end_unix_us", t_us + static_cast<int64_t>(total * 1e6)}};
       for (int i = 0; i < kPhaseCount; ++i) j[std::string(kPhaseNames[i]) + "_s"] = ph[r][i];
       text[r] << j.dump() << "\n";
     }
@@ -144,6 +148,23 @@ TEST(ReportRules, StragglerRankIsNamedAndNotMistakenForCommunication) {
   int stragglers = 0;
   for (const Finding& g : a.findings) stragglers += g.rule == "straggler";
   EXPECT_EQ(stragglers, 1);
+}
+
+TEST(ReportRules, RebalancedSharesAreReportedWithTheFirstChange) {
+  Plan p;
+  p.straggler = 2;
+  p.straggler_factor = 1.5;
+  p.rebalance_step = 20;
+  const Analysis a = Analyze(MakeRun(p));
+  const Finding* f = FindRule(a, "rebalanced");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(Rules(a));
+  EXPECT_EQ(f->steps, std::vector<int64_t>{20});
+  EXPECT_EQ(f->workers.size(), 4u);
+  EXPECT_NE(f->text.find("node0-2 10"), std::string::npos) << f->text;
+  EXPECT_NE(f->text.find("node0-0 18"), std::string::npos) << f->text;
+  EXPECT_NE(a.bottleneck, "rebalanced");
+  // Without a change (the clean log's constant shares) there is no such finding.
+  EXPECT_EQ(FindRule(Analyze(MakeRun(Plan{})), "rebalanced"), nullptr);
 }
 
 TEST(ReportRules, SlowLinkIsCommunicationBound) {

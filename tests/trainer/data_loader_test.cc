@@ -173,6 +173,39 @@ TEST(DataLoader, WorldSizeChangesMidEpochSkipAndRepeatNothing) {
   }
 }
 
+TEST(DataLoader, SharesApplyFromTheirStepUntilTheNextSeek) {
+  auto ds = Synthetic(60);
+  const LoaderOptions options = Options(10, 2, 2);
+  std::vector<std::unique_ptr<Loader>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(MakeLoader(ds, options));
+    ASSERT_TRUE(ranks.back()->Seek(SamplerState{0, 0}, r, 2).ok());
+  }
+  // Steps 0 and 1 are planned (prefetch depth 2): shares from step 1 come too late.
+  EXPECT_EQ(ranks[0]->SetShares(1, {7, 3}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ranks[0]->SetShares(2, {7, 2}).code(), StatusCode::kInvalidArgument);
+  for (auto& loader : ranks) ASSERT_TRUE(loader->SetShares(2, {7, 3}).ok());
+  std::vector<int64_t> seen;
+  for (int64_t step = 0; step < 4; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      auto batch = ranks[static_cast<size_t>(r)]->Next(Deadline::AfterMs(10000));
+      ASSERT_TRUE(batch.ok()) << batch.status();
+      const int64_t want = step < 2 ? 5 : (r == 0 ? 7 : 3);
+      EXPECT_EQ(static_cast<int64_t>(batch->sample_indices.size()), want) << step << " " << r;
+      EXPECT_DOUBLE_EQ(batch->weight, static_cast<double>(want) / 10.0);
+      seen.insert(seen.end(), batch->sample_indices.begin(), batch->sample_indices.end());
+    }
+  }
+  const auto perm = ranks[0]->sampler().Permutation(0);
+  EXPECT_EQ(seen, std::vector<int64_t>(perm->begin(), perm->begin() + 40))
+      << "every position of the four steps once, in order";
+  // A Seek (a new generation) is even again.
+  ASSERT_TRUE(ranks[0]->Seek(SamplerState{0, 4}, 0, 2).ok());
+  auto batch = ranks[0]->Next(Deadline::AfterMs(10000));
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->sample_indices.size(), 5u);
+}
+
 TEST(DataLoader, RankBeyondTheBatchGetsAnEmptySlice) {
   auto loader = MakeLoader(Synthetic(10), Options(2));
   ASSERT_TRUE(loader->Seek(SamplerState{0, 0}, 2, 3).ok());

@@ -233,6 +233,46 @@ TEST(DataSampler, MoreRanksThanSamplesGivesEmptySlicesWithZeroWeight) {
   EXPECT_NEAR(weight_sum, 1.0, 1e-12);
 }
 
+TEST(DataSampler, SharesSplitAFullBatchInRankOrderWeightedBySize) {
+  const Sampler sampler = MakeSampler(100, 10, 5);
+  const std::vector<int64_t> shares = {6, 1, 3};
+  std::vector<int64_t> covered;
+  double weight_sum = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto slice = sampler.Slice(1, 2, r, 3, shares);
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    EXPECT_EQ(slice->size(), shares[static_cast<size_t>(r)]);
+    EXPECT_DOUBLE_EQ(slice->weight, static_cast<double>(shares[static_cast<size_t>(r)]) / 10.0);
+    weight_sum += slice->weight;
+    covered.insert(covered.end(), slice->indices.begin(), slice->indices.end());
+  }
+  EXPECT_NEAR(weight_sum, 1.0, 1e-12);
+  // The same positions, in the same order, as the even split's ranks together.
+  std::vector<int64_t> even;
+  for (int r = 0; r < 3; ++r) {
+    auto slice = sampler.Slice(1, 2, r, 3);
+    even.insert(even.end(), slice->indices.begin(), slice->indices.end());
+  }
+  EXPECT_EQ(covered, even);
+  EXPECT_EQ(sampler.GlobalStep({1, 2}), 12);
+}
+
+TEST(DataSampler, BadSharesAreRefusedAndAPartialBatchIsSplitEvenly) {
+  EXPECT_TRUE(ValidateBatchShares({4, 4, 2}, 10, 2, 3).ok());
+  EXPECT_TRUE(ValidateBatchShares({4, 2, 3}, 9, 2, 3).ok()) << "the last share ends the batch";
+  EXPECT_EQ(ValidateBatchShares({3, 4, 3}, 10, 2, 3).code(), StatusCode::kInvalidArgument)
+      << "a pair cut";
+  EXPECT_EQ(ValidateBatchShares({4, 4}, 10, 1, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateBatchShares({4, 4, 1}, 10, 1, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateBatchShares({12, -2}, 10, 1, 2).code(), StatusCode::kInvalidArgument);
+  const Sampler sampler = MakeSampler(25, 10, 0, /*drop_last=*/false);
+  EXPECT_EQ(sampler.Slice(0, 0, 0, 2, {3, 4}).status().code(), StatusCode::kInvalidArgument);
+  // Step 2 holds the last 5 samples: the shares of a full batch do not apply.
+  auto last = sampler.Slice(0, 2, 0, 2, {8, 2});
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->size(), 3);
+}
+
 TEST(DataSampler, AdvanceRollsOverToTheNextEpoch) {
   const Sampler sampler = MakeSampler(10, 4, 0);  // 2 steps per epoch
   SamplerState s;

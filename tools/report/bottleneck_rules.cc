@@ -193,6 +193,39 @@ Analysis Analyze(const RunLogs& run, const RuleOptions& o) {
     }
   }
 
+  // rebalanced: a worker whose share changed from one step to the next of the same generation
+  {
+    Finding f;
+    f.rule = "rebalanced";
+    int64_t first = 0;
+    std::string shares;
+    for (size_t w = 0; w < run.workers.size(); ++w) {
+      const std::vector<StepLine>& lines = latest[w];
+      bool changed = false;
+      for (size_t i = 1; i < lines.size(); ++i) {
+        const StepLine& prev = lines[i - 1];
+        const StepLine& cur = lines[i];
+        if (cur.generation != prev.generation || cur.local_batch <= 0 || prev.local_batch <= 0 ||
+            cur.local_batch == prev.local_batch)
+          continue;
+        changed = true;
+        if (first == 0 || cur.step < first) first = cur.step;
+      }
+      if (lines.empty()) continue;
+      shares += (shares.empty() ? "" : ", ") + run.workers[w].name + " " +
+                std::to_string(lines.back().local_batch);
+      if (changed) f.workers.push_back(run.workers[w].name);
+    }
+    if (first > 0) {
+      f.steps = {first};
+      f.text =
+          "rebalanced: straggler rebalancing changed the ranks' shares of the global batch "
+          "from step " +
+          std::to_string(first) + "; samples per worker at its last step: " + shares;
+      a.findings.push_back(f);
+    }
+  }
+
   for (const Finding& f : a.findings)
     if (f.rule == "data_loader" || f.rule == "communication" || f.rule == "straggler") {
       a.bottleneck = f.rule;

@@ -14,7 +14,10 @@
 //   more than outlier_min_ratio x the median (steps that wrote a checkpoint are the
 //   checkpoint rule's);
 // - checkpoint_stall: steps whose checkpoint snapshot took > checkpoint_fraction of the median
-//   step time on the slowest rank.
+//   step time on the slowest rank;
+// - rebalanced: straggler rebalancing changed the ranks' shares of the global batch (their
+//   local_batch) within a generation; the finding names the first change and each worker's
+//   share at its last step (information, not a bottleneck: `bottleneck` is unaffected).
 // A clean run has no findings; `bottleneck` then names the largest compute phase.
 #pragma once
 
@@ -37,11 +40,13 @@ struct RuleOptions {
 };
 
 struct Finding {
-  std::string rule;  // data_loader, communication, straggler, outliers, checkpoint_stall
+  std::string rule;  // data_loader, communication, straggler, outliers, checkpoint_stall,
+                     // rebalanced
   std::string text;  // one sentence for people
-  std::vector<std::string> workers;  // the workers it names (straggler)
+  std::vector<std::string> workers;  // the workers it names (straggler, rebalanced)
   std::vector<int> ranks;            // their ranks (straggler)
-  std::vector<int64_t> steps;        // the steps it names (outliers, checkpoint_stall)
+  std::vector<int64_t> steps;  // the steps it names (outliers, checkpoint_stall; rebalanced: the
+                               // first change)
 };
 
 struct Analysis {

@@ -66,6 +66,7 @@ WorkerLog ParseWorkerLog(const std::string& name, const std::string& text, int* 
     s.lr = Num(j, "lr");
     s.samples_per_second = Num(j, "samples_per_second");
     s.step_s = Num(j, "step_s");
+    s.local_batch = static_cast<int64_t>(Num(j, "local_batch"));
     s.skipped = j.value("skipped", false);
     for (int i = 0; i < kPhaseCount; ++i)
       s.phase_s[i] = Num(j, (std::string(kPhaseNames[i]) + "_s").c_str());

@@ -28,6 +28,8 @@ struct StepLine {
   double lr = 0;
   double samples_per_second = 0;
   double step_s = 0;
+  // This rank's share of the global batch (0 in logs written before it was recorded).
+  int64_t local_batch = 0;
   bool skipped = false;
   double phase_s[kPhaseCount] = {};  // indexed like kPhaseNames
   int64_t data_start_unix_us = 0;

@@ -110,16 +110,41 @@ Status Loader::Seek(SamplerState state, int rank, int world_size) {
   rank_ = rank;
   world_size_ = world_size;
   plan_cursor_ = state;
+  shares_.clear();
+  pending_shares_.clear();
+  pending_from_ = -1;
   RETORT_RETURN_IF_ERROR(RefillLocked());
   work_cv_.NotifyAll();
+  return Status::Ok();
+}
+
+Status Loader::SetShares(int64_t from_step, std::vector<int64_t> shares) {
+  if (!seeked_) return FailedPreconditionError("loader: SetShares before Seek");
+  if (!shares.empty()) {
+    RETORT_RETURN_IF_ERROR(ValidateBatchShares(shares, sampler_.config().global_batch,
+                                               sampler_.config().split_unit, world_size_));
+  }
+  MutexLock lock(mu_);
+  const int64_t planned_until = sampler_.GlobalStep(plan_cursor_);
+  if (from_step < planned_until)
+    return FailedPreconditionError("loader: shares from step " + std::to_string(from_step) +
+                                   ", but steps up to " + std::to_string(planned_until) +
+                                   " are planned already");
+  pending_shares_ = std::move(shares);
+  pending_from_ = from_step;
   return Status::Ok();
 }
 
 Status Loader::RefillLocked() {
   const SampleShape shape = dataset_->shape();
   while (static_cast<int>(jobs_.size()) < options_.prefetch_depth) {
-    RETORT_ASSIGN_OR_RETURN(
-        RankSlice slice, sampler_.Slice(plan_cursor_.epoch, plan_cursor_.step, rank_, world_size_));
+    if (pending_from_ >= 0 && sampler_.GlobalStep(plan_cursor_) >= pending_from_) {
+      shares_ = std::move(pending_shares_);
+      pending_shares_.clear();
+      pending_from_ = -1;
+    }
+    RETORT_ASSIGN_OR_RETURN(RankSlice slice, sampler_.Slice(plan_cursor_.epoch, plan_cursor_.step,
+                                                            rank_, world_size_, shares_));
     auto job = std::make_shared<Job>();
     const int64_t n = slice.size();
     job->seeds.resize(static_cast<size_t>(n));

@@ -107,6 +107,14 @@ class Loader {
   // Next() returns step `state`. InvalidArgument for a state outside the schedule or a bad rank.
   Status Seek(SamplerState state, int rank, int world_size);
 
+  // From global step `from_step` (Sampler::GlobalStep) on, full batches are split among the
+  // ranks by `shares` (ValidateBatchShares; empty: evenly again) instead of evenly, until the
+  // next Seek(), which returns to the even split. Every rank of a generation must make the same
+  // calls (the slices tile the batch only then). FailedPrecondition when a step from
+  // `from_step` on is planned already: leave at least prefetch_depth steps of lead after the
+  // step the next Next() returns. A later call replaces one not yet in effect.
+  Status SetShares(int64_t from_step, std::vector<int64_t> shares);
+
   // This rank's slice of the step at position(), then advances position(). DeadlineExceeded
   // (the step stays next) when it is not decoded in time; FailedPrecondition before Seek().
   StatusOr<Batch> Next(Deadline deadline);
@@ -114,6 +122,7 @@ class Loader {
   // The step the next Next() returns.
   SamplerState position() const { return position_; }
   const Sampler& sampler() const { return sampler_; }
+  int prefetch_depth() const { return options_.prefetch_depth; }
   LoaderStats stats() const;
 
  private:
@@ -160,6 +169,10 @@ class Loader {
   bool stop_ RETORT_GUARDED_BY(mu_) = false;
   std::deque<std::shared_ptr<Job>> jobs_ RETORT_GUARDED_BY(mu_);  // in step order
   SamplerState plan_cursor_ RETORT_GUARDED_BY(mu_);               // next step to plan
+  // The shares jobs are planned with (empty: even), and the next ones from pending_from_ on.
+  std::vector<int64_t> shares_ RETORT_GUARDED_BY(mu_);
+  std::vector<int64_t> pending_shares_ RETORT_GUARDED_BY(mu_);
+  int64_t pending_from_ RETORT_GUARDED_BY(mu_) = -1;  // -1: none pending
   int64_t replaced_samples_ RETORT_GUARDED_BY(mu_) = 0;
   LoaderStats consumer_stats_;  // consumer thread only
 

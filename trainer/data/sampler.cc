@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "trainer/data/random.h"
@@ -84,7 +85,34 @@ std::shared_ptr<const std::vector<int64_t>> Sampler::Permutation(int64_t epoch) 
   return perm;
 }
 
+Status ValidateBatchShares(const std::vector<int64_t>& shares, int64_t global_batch, int64_t unit,
+                           int world_size) {
+  if (static_cast<int64_t>(shares.size()) != world_size)
+    return InvalidArgumentError("batch shares: " + std::to_string(shares.size()) +
+                                " shares for a world of " + std::to_string(world_size));
+  int64_t sum = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    if (shares[r] < 0)
+      return InvalidArgumentError("batch shares: rank " + std::to_string(r) + "'s share " +
+                                  std::to_string(shares[r]) + " is negative");
+    if (r + 1 < shares.size() && unit > 1 && shares[r] % unit != 0)
+      return InvalidArgumentError("batch shares: rank " + std::to_string(r) + "'s share " +
+                                  std::to_string(shares[r]) +
+                                  " is not a whole number of units of " + std::to_string(unit));
+    sum += shares[r];
+  }
+  if (sum != global_batch)
+    return InvalidArgumentError("batch shares sum to " + std::to_string(sum) +
+                                ", not the global batch " + std::to_string(global_batch));
+  return Status::Ok();
+}
+
 StatusOr<RankSlice> Sampler::Slice(int64_t epoch, int64_t step, int rank, int world_size) const {
+  return Slice(epoch, step, rank, world_size, {});
+}
+
+StatusOr<RankSlice> Sampler::Slice(int64_t epoch, int64_t step, int rank, int world_size,
+                                   const std::vector<int64_t>& shares) const {
   if (epoch < 0)
     return InvalidArgumentError("sampler: epoch must be >= 0, got " + std::to_string(epoch));
   if (step < 0 || step >= steps_per_epoch_) {
@@ -101,7 +129,15 @@ StatusOr<RankSlice> Sampler::Slice(int64_t epoch, int64_t step, int rank, int wo
   slice.rank = rank;
   slice.world_size = world_size;
   slice.batch_size = BatchSize(step);
-  const auto [lo, hi] = ContiguousSplit(slice.batch_size, rank, world_size, config_.split_unit);
+  int64_t lo = 0, hi = 0;
+  if (!shares.empty() && slice.batch_size == config_.global_batch) {
+    RETORT_RETURN_IF_ERROR(
+        ValidateBatchShares(shares, config_.global_batch, config_.split_unit, world_size));
+    for (int r = 0; r < rank; ++r) lo += shares[static_cast<size_t>(r)];
+    hi = lo + shares[static_cast<size_t>(rank)];
+  } else {
+    std::tie(lo, hi) = ContiguousSplit(slice.batch_size, rank, world_size, config_.split_unit);
+  }
   slice.begin = step * config_.global_batch + lo;
   slice.end = step * config_.global_batch + hi;
   slice.weight = static_cast<double>(hi - lo) / static_cast<double>(slice.batch_size);

@@ -10,6 +10,11 @@
 // by weight = slice size / global batch size, so the sum over ranks of the weighted per-rank
 // mean losses is exactly the mean over the global batch, whatever R is.
 //
+// Uneven splits (straggler rebalancing): a full batch may instead be split by given shares
+// (samples per rank, in rank order: ValidateBatchShares). The slices are still contiguous, in
+// rank order, made of whole units, and weighted by their size, so the math is the even split's
+// but for float reassociation; a kept last partial batch is always split evenly.
+//
 // Last partial batch: with drop_last (the default) the trailing dataset_size % B positions of
 // each epoch's permutation are not used in that epoch (every step has exactly B samples; since
 // the permutation changes per epoch, a different tail is dropped each time). Without drop_last
@@ -78,6 +83,12 @@ std::vector<int64_t> EpochPermutation(uint64_t seed, int64_t epoch, int64_t n);
 // `rank`'s range.
 std::pair<int64_t, int64_t> ContiguousSplit(int64_t n, int rank, int world_size, int64_t unit = 1);
 
+// Checks `shares` as a split of a full batch of `global_batch` among `world_size` ranks: one
+// share per rank, each >= 0, summing to global_batch, every share but the last a whole number of
+// `unit` positions (the last rank's ends the batch, whose last unit may be shorter).
+Status ValidateBatchShares(const std::vector<int64_t>& shares, int64_t global_batch, int64_t unit,
+                           int world_size);
+
 class Sampler {
  public:
   // InvalidArgument when dataset_size <= 0, global_batch <= 0, or global_batch > dataset_size
@@ -95,6 +106,14 @@ class Sampler {
   // Rank `rank` of `world_size`'s share of step `step` of `epoch`. InvalidArgument when the
   // step is outside the epoch, epoch < 0, or rank/world_size are out of range.
   StatusOr<RankSlice> Slice(int64_t epoch, int64_t step, int rank, int world_size) const;
+  // The same with a full batch split by `shares` (ValidateBatchShares against this sampler's
+  // global batch and split unit; empty: the even split). InvalidArgument for bad shares.
+  StatusOr<RankSlice> Slice(int64_t epoch, int64_t step, int rank, int world_size,
+                            const std::vector<int64_t>& shares) const;
+  // The global index of (epoch, step): epoch * steps_per_epoch() + step.
+  int64_t GlobalStep(SamplerState state) const {
+    return state.epoch * steps_per_epoch_ + state.step;
+  }
 
   // The (cached) permutation of `epoch`.
   std::shared_ptr<const std::vector<int64_t>> Permutation(int64_t epoch) const;
