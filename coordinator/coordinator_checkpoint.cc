@@ -9,20 +9,12 @@
 #include <system_error>
 
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "coordinator/checkpoint_health.h"
 #include "coordinator/coordinator.h"
 #include "rpc/job_state.h"
 
 namespace retort::coordinator {
-namespace {
-
-int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void Coordinator::AbortPendingCheckpointLocked(const std::string& why, bool failed) {
   if (!pending_checkpoint_) return;

@@ -12,6 +12,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "trainer/evaluation.h"
 #include "trainer/safetensors.h"
 #include "worker/evaluation_schedule.h"
@@ -25,12 +26,6 @@ namespace {
 // larger one is read again each time, one batch at a time.
 constexpr int64_t kMaxCachedEvalBytes = int64_t{256} << 20;
 constexpr int64_t kEvalBatch = 500;
-
-int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The top-1 of <dir>/evaluation.json written by an earlier best export (-1 when none).
 double BestTop1OnDisk(const std::string& dir) {

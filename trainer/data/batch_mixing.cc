@@ -14,13 +14,6 @@ namespace {
 
 constexpr uint64_t kMixingTag = 0x4D4958494E47ull;  // "MIXING"
 
-// Standard normal by Box-Muller (two uniforms per draw; the second value is not kept).
-double Normal(SplitMix64& rng) {
-  const double u1 = 1.0 - rng.Uniform();  // (0, 1]: log is finite
-  const double u2 = rng.Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 // Gamma(shape, 1) by Marsaglia and Tsang (2000); shape < 1 through Gamma(shape + 1) U^(1/shape).
 double Gamma(double shape, SplitMix64& rng) {
   if (shape < 1.0) {

@@ -4,6 +4,7 @@
 // across machines, world sizes and restarts. Header-only, std-only, thread-compatible.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace retort::trainer::data {
@@ -41,6 +42,15 @@ class SplitMix64 {
  private:
   uint64_t state_;
 };
+
+// A standard normal by Box-Muller: two uniforms per draw, the second value not kept (u1 in
+// (0, 1], so the log is finite). Uses libm's log, sqrt and cos: identical wherever the C
+// library is (the fill values of random erasing, mixing's Gamma draws).
+inline double Normal(SplitMix64& rng) {
+  const double u1 = 1.0 - rng.Uniform();
+  const double u2 = rng.Uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
 
 // Mixes a value into a seed (one SplitMix64 finaliser round over seed ^ value).
 inline uint64_t MixSeed(uint64_t seed, uint64_t value) {

@@ -14,12 +14,6 @@ constexpr uint64_t kBoxesTag = 0x4552415345ull;       // "ERASE"
 constexpr uint64_t kValuesTag = 0x45524153455058ull;  // "ERASEPX"
 constexpr int kAttempts = 10;                         // timm's
 
-double Normal(SplitMix64& rng) {
-  const double u1 = 1.0 - rng.Uniform();  // (0, 1]
-  const double u2 = rng.Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 // The fill of one box: [channels, h, w] float32 on the host.
 torch::Tensor FillValues(EraseFill fill, uint64_t seed, int64_t channels, int64_t h, int64_t w) {
   if (fill == EraseFill::kZero) return torch::zeros({channels, h, w});
