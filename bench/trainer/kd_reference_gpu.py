@@ -30,7 +30,7 @@ from kd_reference import LAST_BLOCKS, PRESETS, adamw_param_groups, kd_loss, make
 
 # Dense bf16 peaks, most specific names first: the same table as trainer/model_flops.cc's
 # PeakBf16FlopsForDevice, so both sides of the comparison report the same MFU basis.
-PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200": 989.4,
+PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200 NVL": 835.0, "H200": 989.4,
                     "A100": 312.0, "L40S": 362.05, "L4": 121.0, "A10": 125.0}
 
 

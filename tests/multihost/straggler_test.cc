@@ -27,7 +27,28 @@ constexpr int kFastHost = 1;
 constexpr int kSlowHost = 2;
 constexpr double kSlowHostCpus = 0.1;
 
-using StragglerTest = MultiHostScenarioTest;
+class StragglerTest : public MultiHostScenarioTest {
+ protected:
+  // The coordinator on host 0 (the network to itself), workers on the fast and the slow host.
+  static ClusterOptions OnHosts(const testing::TestHosts& hosts) {
+    ClusterOptions options;
+    options.hosts = &hosts;
+    options.coordinator_host = 0;
+    options.port = 7070;
+    options.comm_timeout_ms = 60000;  // the slow host's steps are several times longer
+    return options;
+  }
+  // Starts the coordinator and one worker on each of kFastHost and kSlowHost, and waits until
+  // the job completed and every process exited 0.
+  void RunToCompletion(ElasticCluster& c) {
+    dirs_.push_back(c.dir());
+    std::string why;
+    ASSERT_TRUE(c.StartCoordinator(milliseconds(30000), &why)) << why;
+    c.StartWorkerOnHost(kFastHost, 0);
+    c.StartWorkerOnHost(kSlowHost, 0);
+    ExpectCompletedCleanly(c);
+  }
+};
 
 TEST_F(StragglerTest, TheWorkerOnACpuThrottledHostIsNamedTheStraggler) {
   auto hosts = MakeHosts(3);
@@ -40,18 +61,8 @@ TEST_F(StragglerTest, TheWorkerOnACpuThrottledHostIsNamedTheStraggler) {
   job.steps = 30;
   job.min_workers = 2;
   job.max_workers = 2;
-  ClusterOptions options;
-  options.hosts = hosts.get();
-  options.coordinator_host = 0;
-  options.port = 7070;              // the coordinator has host 0's network to itself
-  options.comm_timeout_ms = 60000;  // the slow host's steps are several times longer
-  ElasticCluster c(job, options);
-  dirs_.push_back(c.dir());
-  ASSERT_TRUE(c.StartCoordinator(milliseconds(30000), &why)) << why;
-  c.StartWorkerOnHost(kFastHost, 0);
-  c.StartWorkerOnHost(kSlowHost, 0);
-  ExpectCompletedCleanly(c);
-  if (HasFatalFailure()) return;
+  ElasticCluster c(job, OnHosts(*hosts));
+  ASSERT_NO_FATAL_FAILURE(RunToCompletion(c));
 
   auto run = report::ReadRunLogs(c.dir() + "/out");
   ASSERT_TRUE(run.ok()) << run.status();
@@ -100,18 +111,8 @@ TEST_F(StragglerTest, RebalancingGivesTheThrottledWorkerASmallerShareOnTheSameLo
   job.elastic_extra = "straggler: {rebalance: true, window_steps: 4, threshold: 0.1}";
   LoadReference(job);
   if (HasFatalFailure()) return;
-  ClusterOptions options;
-  options.hosts = hosts.get();
-  options.coordinator_host = 0;
-  options.port = 7070;
-  options.comm_timeout_ms = 60000;
-  ElasticCluster c(job, options);
-  dirs_.push_back(c.dir());
-  ASSERT_TRUE(c.StartCoordinator(milliseconds(30000), &why)) << why;
-  c.StartWorkerOnHost(kFastHost, 0);
-  c.StartWorkerOnHost(kSlowHost, 0);
-  ExpectCompletedCleanly(c);
-  if (HasFatalFailure()) return;
+  ElasticCluster c(job, OnHosts(*hosts));
+  ASSERT_NO_FATAL_FAILURE(RunToCompletion(c));
 
   const auto fast = LocalBatches(c.dir() + "/out/steps/" + hosts->name(kFastHost) + "-0.jsonl");
   const auto slow = LocalBatches(c.dir() + "/out/steps/" + hosts->name(kSlowHost) + "-0.jsonl");
