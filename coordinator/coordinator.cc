@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 
@@ -231,7 +232,10 @@ Coordinator::Coordinator(CoordinatorOptions options, v1::CoordinatorState state,
       peer_reports_(PeerReportLimits{options_.max_peer_reports_per_window,
                                      std::chrono::milliseconds(options_.peer_report_window_ms)}),
       own_pauses_(std::chrono::milliseconds(options_.tick_ms),
-                  std::chrono::milliseconds(options_.own_pause_threshold_ms)) {}
+                  std::chrono::milliseconds(options_.own_pause_threshold_ms)) {
+  const auto& straggler = state_.job().elastic().straggler();
+  straggler_drain_ = StragglerDrain(straggler.drain_below(), straggler.drain_after_steps());
+}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -314,6 +318,7 @@ void Coordinator::RemoveMemberLocked(const std::string& id, const std::string& k
                      std::to_string(it->second.identity.local_rank()) + ")";
   members_.erase(it);
   peer_reports_.Forget(id);
+  straggler_drain_.Forget(id);
   MarkMembershipChangedLocked();
   EmitLocked(kind, desc + ": " + why, id);
   if (pending_checkpoint_) AbortPendingCheckpointLocked("member " + id + " left");
@@ -667,13 +672,14 @@ StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatReques
     m.step_advanced_at = m.last_heartbeat;
   if (req.step() >= 0) m.step = req.step();
   if (req.epoch() >= 0) m.epoch = req.epoch();
+  m.generation = req.generation();
   if (req.has_metrics()) {
     m.metrics = req.metrics();
     UpdateBatchSplitLocked();
+    MaybeDrainStragglerLocked(req.member_id());
   }
   if (req.has_evaluation())
     RecordEvaluation(req.evaluation(), &last_evaluation_, &best_evaluation_);
-  m.generation = req.generation();
   MaybeStartPeriodicCheckpointLocked();
   v1::HeartbeatResponse resp;
   resp.set_current_generation(generation_ ? generation_->number() : 0);
@@ -723,6 +729,43 @@ void Coordinator::UpdateBatchSplitLocked() {
     EmitLocked("batch_split", "samples by rank from about step " + std::to_string(step) + ": " +
                                   text + " (generation " + std::to_string(generation_->number()) +
                                   ")");
+}
+
+void Coordinator::MaybeDrainStragglerLocked(const std::string& id) {
+  if (!straggler_drain_.enabled() || !generation_) return;
+  MemberRecord& m = members_.at(id);
+  if (m.draining || m.rank < 0 || m.generation != generation_->number()) return;
+  std::vector<double> others;
+  int active = 0;
+  for (const auto& [other_id, o] : members_) {
+    if (o.draining || o.rank < 0) continue;
+    ++active;
+    if (other_id != id && o.metrics.compute_samples_per_second() > 0)
+      others.push_back(o.metrics.compute_samples_per_second());
+  }
+  double median = 0;
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    median = others[others.size() / 2];
+  }
+  const double mine = m.metrics.compute_samples_per_second();
+  const auto steps = straggler_drain_.Observe(id, m.step, mine, median);
+  if (!steps) return;
+  if (active <= state_.min_workers()) {
+    LOG_WARN("coordinator") << id << " is a straggler (" << mine << " samples/s against the "
+                            << "others' median " << median << ") but draining it would leave "
+                            << "fewer than min_workers " << state_.min_workers();
+    return;
+  }
+  m.draining = true;
+  char why[200];
+  std::snprintf(why, sizeof(why),
+                "straggler: %.1f samples/s of compute, below %.0f%% of the others' median "
+                "%.1f for %lld steps",
+                mine, 100.0 * state_.job().elastic().straggler().drain_below(), median,
+                static_cast<long long>(*steps));
+  m.leave_reason = why;
+  EmitLocked("member_draining", id + " will leave at its next step boundary (" + why + ")", id);
 }
 
 Status Coordinator::Leave(const v1::LeaveRequest& req) {

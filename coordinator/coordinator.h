@@ -27,6 +27,7 @@
 #include "coordinator/own_pause_detector.h"
 #include "coordinator/peer_reports.h"
 #include "coordinator/rejoin_gate.h"
+#include "coordinator/straggler_drain.h"
 #include "retort/v1/retort.pb.h"
 
 namespace retort::coordinator {
@@ -222,6 +223,8 @@ class Coordinator {
   void FormGenerationLocked() RETORT_REQUIRES(mu_);
   // Updates batch_split_ from the members' reports; a change is a "batch_split" event.
   void UpdateBatchSplitLocked() RETORT_REQUIRES(mu_);
+  // Drains member `id` when StragglerDrain says it stayed too slow (never below min_workers).
+  void MaybeDrainStragglerLocked(const std::string& id) RETORT_REQUIRES(mu_);
   void UpdateFinishedLocked() RETORT_REQUIRES(mu_);
   void SetStateLocked(v1::JobState state, const std::string& why) RETORT_REQUIRES(mu_);
   // Moves the job to FAILED for `failure` (a recurring failure a member reported), once: later
@@ -307,6 +310,8 @@ class Coordinator {
   // The current generation's batch split as its members report it (reported_batch_split.h);
   // empty until every rank reported one.
   v1::BatchSplit batch_split_ RETORT_GUARDED_BY(mu_);
+  // elastic.straggler.drain_below / drain_after_steps (off when 0), fed by heartbeats.
+  StragglerDrain straggler_drain_ RETORT_GUARDED_BY(mu_){0, 0};
   // Gaps between ticks: the coordinator's own pauses (own_pause_threshold_ms).
   OwnPauseDetector own_pauses_ RETORT_GUARDED_BY(mu_);
   // A new generation that could not be persisted is retried with backoff; the failure is logged

@@ -96,9 +96,6 @@ Status RefuseFieldsNotYetAvailable(const v1::JobSpec& s) {
   if (!kd.soft_labels().empty() || !kd.view_policy().empty())
     set.push_back("distillation.soft_labels");
   if (s.checkpoint().replicas() > 1) set.push_back("checkpoint.replicas");
-  const auto& st = s.elastic().straggler();
-  if (st.drain_below() != 0 || st.drain_after_steps() != 0)
-    set.push_back("elastic.straggler.drain_below/drain_after_steps");
   if (set.empty()) return Status::Ok();
   std::string names;
   for (const auto& n : set) names += (names.empty() ? "" : ", ") + n;
@@ -153,6 +150,10 @@ Status ValidateStraggler(const v1::JobSpec& s) {
       DoubleIn(st.drain_below(), 0, false, 1, true, "elastic.straggler.drain_below"));
   RETORT_RETURN_IF_ERROR(
       IntIn(st.drain_after_steps(), 0, kMaxSteps, "elastic.straggler.drain_after_steps"));
+  if ((st.drain_below() > 0) != (st.drain_after_steps() > 0))
+    return InvalidArgumentError(
+        "elastic.straggler: drain_below and drain_after_steps go together (a fraction of the "
+        "others' median throughput, and for how many steps)");
   return Status::Ok();
 }
 

@@ -327,8 +327,6 @@ TEST(JobSpecTest, FieldsNotYetAvailableAreRefusedByName) {
       {"distillation: {loss: dist}", "distillation.loss: dist"},
       {"distillation: {soft_labels: /tmp/store}", "distillation.soft_labels"},
       {"checkpoint: {replicas: 2}", "checkpoint.replicas"},
-      {"elastic: {straggler: {rebalance: true, drain_below: 0.5, drain_after_steps: 100}}",
-       "elastic.straggler.drain_below"},
   };
   for (const auto& [line, field] : cases) {
     // The student line replaces the default one; other lines add to it.
@@ -373,6 +371,13 @@ TEST(JobSpecTest, StragglerRebalancingDefaultsAndRules) {
               "elastic.straggler.window_steps");
   auto off = ParseJobSpec(ModelsOnly() + "elastic: {straggler: {rebalance: false}}\n", "o");
   EXPECT_TRUE(off.ok()) << off.status();
+  // Draining a straggler: both fields or neither, with or without rebalancing.
+  auto drain = ParseJobSpec(
+      ModelsOnly() + "elastic: {straggler: {drain_below: 0.5, drain_after_steps: 100}}\n", "d");
+  EXPECT_TRUE(drain.ok()) << drain.status();
+  ExpectError(ModelsOnly() + "elastic: {straggler: {drain_below: 0.5}}\n", "go together");
+  ExpectError(ModelsOnly() + "elastic: {straggler: {drain_below: 1.5, drain_after_steps: 9}}\n",
+              "elastic.straggler.drain_below");
 }
 
 TEST(JobSpecTest, MixingDefaultsAndRules) {

@@ -136,5 +136,35 @@ TEST_F(StragglerTest, RebalancingGivesTheThrottledWorkerASmallerShareOnTheSameLo
   ExpectSameTrajectory(c.Metrics().lines, "rebalanced 2 workers, one at a quarter CPU");
 }
 
+TEST_F(StragglerTest, AWorkerFarSlowerThanTheOthersIsDrainedWithoutLosingAStep) {
+  auto hosts = MakeHosts(4);
+  if (!hosts) GTEST_SKIP() << skip_reason();
+  std::string why;
+  if (!hosts->LimitCpu(kSlowHost, kSlowHostCpus, &why))
+    GTEST_SKIP() << "cannot plant a slow host here: " << why;
+  JobOptions job;
+  job.steps = 60;
+  job.min_workers = 2;
+  job.max_workers = 3;
+  job.elastic_extra = "straggler: {drain_below: 0.5, drain_after_steps: 8}";
+  LoadReference(job);
+  if (HasFatalFailure()) return;
+  ElasticCluster c(job, OnHosts(*hosts));
+  dirs_.push_back(c.dir());
+  ASSERT_TRUE(c.StartCoordinator(milliseconds(30000), &why)) << why;
+  c.StartWorkerOnHost(kFastHost, 0);
+  const int slow = c.StartWorkerOnHost(kSlowHost, 0);
+  c.StartWorkerOnHost(3, 0);
+  ExpectCompletedCleanly(c);
+  if (HasFatalFailure()) return;
+  const std::string slow_log = c.worker(slow).Log();
+  EXPECT_NE(slow_log.find("left the job (straggler:"), std::string::npos) << slow_log;
+  EXPECT_NE(c.Logs(400000).find("member_draining"), std::string::npos);
+  const auto m = c.Metrics();
+  EXPECT_EQ(elastic_testing::MissingSteps(m.lines, job.steps), "") << "steps never completed";
+  EXPECT_EQ(m.lines.back().world_size, 2) << "the job did not go on without the straggler";
+  ExpectSameTrajectory(m.lines, "straggler drained (one of 3 workers at 0.1 CPU)");
+}
+
 }  // namespace
 }  // namespace retort::multihost
