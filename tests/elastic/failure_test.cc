@@ -17,7 +17,9 @@ using testing::UnixMs;
 class FailureTest : public ElasticScenarioTest {
  protected:
   // kill -9 of rank 1 of 3 workers at step 10; the survivors must go on on the same curve.
-  void KillRankOneOfThreeAndExpectTheSameTrajectory(const JobOptions& job) {
+  // `logs` (optional): every process's log once the job completed.
+  void KillRankOneOfThreeAndExpectTheSameTrajectory(const JobOptions& job,
+                                                    std::string* logs = nullptr) {
     std::unique_ptr<ElasticCluster> c;
     StatusView st;
     ASSERT_NO_FATAL_FAILURE(StartTrainingTogether(job, 3, 10, &c, &st));
@@ -53,6 +55,7 @@ class FailureTest : public ElasticScenarioTest {
     EXPECT_THAT(SequenceText(WorldSizeSequence(m.lines)), ::testing::EndsWith("3 -> 2"));
     ExpectNoLostSteps(m, job, before);
     ExpectSameTrajectory(m.lines, "kill -9 of rank 1 at step " + std::to_string(before.step));
+    if (logs != nullptr) *logs = c->Logs(1 << 22);
   }
 };
 
@@ -77,6 +80,22 @@ TEST_F(FailureTest, WithMixingKillNineWorkerKeepsTheTrajectory) {
                  .trajectory_extra = "mixing: {mixup_alpha: 0.8, cutmix_alpha: 1.0}\n"
                                      "dataset: {kind: fashion-mnist, augment: true, "
                                      "augmentation: {random_erase_prob: 0.25}}\n"});
+}
+
+// The same with straggler rebalancing on, tuned to change the shares often (a 1% threshold
+// over 2-step windows: the 3 workers sharing this machine's cores differ by more): shares are
+// uneven before the kill and again after it (a new generation starts even), and the curve is the
+// even split's reference within the scenarios' tolerance.
+TEST_F(FailureTest, WithRebalancingKillNineWorkerKeepsTheTrajectory) {
+  std::string logs;
+  KillRankOneOfThreeAndExpectTheSameTrajectory(
+      JobOptions{.min_workers = 2,
+                 .max_workers = 3,
+                 .elastic_extra = "straggler: {rebalance: true, window_steps: 2, threshold: 0.01}"},
+      &logs);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(logs.find("batch shares from step"), std::string::npos)
+      << "the shares never changed: the test did not exercise rebalancing";
 }
 
 // Scenario 8: a zombie. SIGSTOP a worker until the coordinator evicts it, then SIGCONT it. The
