@@ -35,8 +35,6 @@ constexpr int64_t kBatchWaitMs = 120000;
 // See Train(): how long a worker whose generation failed waits for the next one.
 constexpr const BackoffPolicy& kStuckGeneration = backoff_policies::kStuckGenerationRejoin;
 
-// Control flags all-reduced at every step boundary.
-
 // Layout of nodes for the hierarchical communicator: usable when every node holds the same
 // number (> 1) of ranks and there is more than one node.
 // Each rank's index in g.nodes (ranks node-major; a rank no group names counts as its own node).
